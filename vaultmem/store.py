@@ -1,0 +1,502 @@
+"""The git-backed vault: open it, read a snapshot, apply a change as one commit,
+history, restore, verify.  Knows git; knows nothing about Claude's strings.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from . import durable, paths
+from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
+from .errors import (
+    BadKeyError,
+    ConflictError,
+    IntegrityError,
+    NotAVaultError,
+    NotFoundError,
+    VaultError,
+)
+from .paths import MemoryPath
+from .snapshot import BLOB, TREE, SizeCache, Snapshot, TreeEditor
+
+MAIN = "refs/heads/main"
+KEYRING_REF = "refs/vaultmem/keyring"
+KEYRING_FILE = "keyring.json"
+COMMITTER = ("vaultmem", "vaultmem@localhost")
+Clock = Callable[[], float]
+
+_SIGNATURE_BAD = set("<>\n\r\0")
+
+
+def _check_label(kind: str, value: str | None, optional: bool = False) -> None:
+    """Actor and session names end up in commit headers and trailers."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise VaultError(f"Error: the {kind} must be a non-empty string of at most 200 characters.")
+    if any(ch in _SIGNATURE_BAD or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise VaultError(
+            f"Error: the {kind} {value!r} contains a character git cannot record (<, >, or a control character)."
+        )
+
+
+# -- changes ---------------------------------------------------------------
+
+
+@dataclass
+class Change:
+    """What one mutation does, described in memory terms.
+
+    Built by the caller (the tool) from a fresh snapshot taken under the writer
+    lock; applied by the vault as exactly one commit.
+    """
+
+    command: str
+    paths: tuple[MemoryPath, ...]
+    writes: list[tuple[MemoryPath, bytes]] = field(default_factory=list)
+    deletes: list[MemoryPath] = field(default_factory=list)
+    moves: list[tuple[MemoryPath, MemoryPath]] = field(default_factory=list)
+    restores: list[tuple[MemoryPath, tuple[pygit2.Oid, int] | None]] = field(default_factory=list)
+    trailers: list[tuple[str, str]] = field(default_factory=list)
+
+    def write(self, path: MemoryPath, content: bytes) -> Change:
+        self.writes.append((path, content))
+        return self
+
+    def delete(self, path: MemoryPath) -> Change:
+        self.deletes.append(path)
+        return self
+
+    def move(self, old: MemoryPath, new: MemoryPath) -> Change:
+        self.moves.append((old, new))
+        return self
+
+
+@dataclass(frozen=True)
+class Version:
+    """One commit of the memory history, as an auditor reads it."""
+
+    id: str
+    time: datetime
+    actor: str
+    session: str | None
+    command: str
+    paths: tuple[str, ...]
+    message: str
+
+    @classmethod
+    def from_commit(cls, commit: pygit2.Commit) -> Version:
+        trailers = parse_trailers(commit.message)
+        return cls(
+            id=str(commit.id),
+            time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
+            actor=trailers.get("Vaultmem-Actor", [commit.author.name])[0],
+            session=trailers.get("Vaultmem-Session", [None])[0],
+            command=trailers.get("Vaultmem-Command", [""])[0],
+            paths=tuple(trailers.get("Vaultmem-Path", [])),
+            message=commit.message,
+        )
+
+
+def parse_trailers(message: str) -> dict[str, list[str]]:
+    """The ``Key: value`` lines of a message's last paragraph."""
+    out: dict[str, list[str]] = {}
+    last = message.strip().split("\n\n")[-1]
+    for line in last.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key and " " not in key:
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def format_message(change: Change, actor: str, session: str | None) -> str:
+    subject = f"memory: {change.command} " + " -> ".join(p.text for p in change.paths)
+    lines = [f"Vaultmem-Command: {change.command}"]
+    lines += [f"Vaultmem-Path: {p.text}" for p in change.paths]
+    lines.append(f"Vaultmem-Actor: {actor}")
+    if session is not None:
+        lines.append(f"Vaultmem-Session: {session}")
+    lines += [f"{k}: {v}" for k, v in change.trailers]
+    return subject + "\n\n" + "\n".join(lines) + "\n"
+
+
+@dataclass
+class VerifyReport:
+    commits: int = 0
+    blobs: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# -- the vault ---------------------------------------------------------------
+
+
+class Vault:
+    """An encrypted, versioned memory store in a bare git repository."""
+
+    def __init__(self, path: Path, keyring: Keyring, clock: Clock) -> None:
+        self.path = path
+        self.keyring = keyring
+        self.clock = clock
+        self._local = threading.local()
+        self._sizes = SizeCache()
+        self._lock = durable.WriterLock(path)
+
+    # -- opening -------------------------------------------------------------
+
+    @staticmethod
+    def _user_key(
+        key: str | None,
+        key_file: str | os.PathLike[str] | None,
+        passphrase: str | None,
+        protector: dict[str, Any] | None,
+    ) -> UserKey:
+        given = [
+            name
+            for name, value in (("key", key), ("key_file", key_file), ("passphrase", passphrase))
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise BadKeyError(f"Error: give only one of key=, key_file= or passphrase= (got {', '.join(given)}).")
+        if key is not None:
+            return UserKey.from_string(key)
+        if key_file is not None:
+            return read_key_file(key_file)
+        if passphrase is not None:
+            if protector is None:
+                return UserKey.from_passphrase(passphrase, new_kdf_params())
+            if protector.get("kind") != "passphrase":
+                raise BadKeyError(
+                    "Error: this vault is protected by a key, not a passphrase; give key= or set VAULTMEM_KEY."
+                )
+            return UserKey.from_passphrase(passphrase, protector)
+        env = key_from_environment()
+        if env is not None:
+            return env
+        raise BadKeyError("Error: no key given: pass key=, key_file= or passphrase=, or set VAULTMEM_KEY.")
+
+    @classmethod
+    def init(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+        clock: Clock = time.time,
+    ) -> Vault:
+        """Create a new, empty vault in ``path`` (which must be missing or empty)."""
+        folder = Path(path)
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise VaultError(f"Error: {folder} exists and is not an empty folder; choose a new folder for the vault.")
+        protector: dict[str, Any] = {"kind": "key"}
+        if passphrase is not None and key is None and key_file is None:
+            protector = {"kind": "passphrase", **new_kdf_params()}
+            user_key = UserKey.from_passphrase(passphrase, protector)
+        else:
+            user_key = cls._user_key(key, key_file, passphrase, {"kind": "key"})
+        now = int(clock())
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        repo = pygit2.init_repository(str(folder), bare=True, initial_head="main")
+        repo.config["core.logAllRefUpdates"] = "false"
+        repo.config["gc.auto"] = "0"
+        repo.config["vaultmem.format"] = "1"
+        (folder / durable.STATE_DIR).mkdir(mode=0o700)
+        keyring = Keyring.create(user_key, protector, now)
+        _write_keyring(repo, keyring, "vaultmem: create keyring", now, parent=None)
+        durable.sync_filesystem(folder)
+        return cls(folder, keyring, clock)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+        clock: Clock = time.time,
+    ) -> Vault:
+        """Open an existing vault; a wrong key or a folder that is not a vault is
+        one clear error here, before any other work."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise NotAVaultError(f"Error: {folder} is not a vault: no such folder. Create one with Vault.init.")
+        try:
+            repo = pygit2.Repository(str(folder), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        except pygit2.GitError as err:
+            raise NotAVaultError(f"Error: {folder} is not a vault (not a git repository).") from err
+        ref = repo.references.get(KEYRING_REF)
+        if not repo.is_bare or ref is None:
+            raise NotAVaultError(f"Error: {folder} is not a vault (a git repository without a vaultmem keyring).")
+        doc = Keyring.parse(_keyring_blob(repo, ref.target))
+        user_key = cls._user_key(key, key_file, passphrase, doc.get("protector"))
+        vault = cls(folder, Keyring.unlock(doc, user_key), clock)
+        vault._roll_forward()
+        return vault
+
+    # -- plumbing ------------------------------------------------------------
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository handle (libgit2 handles are not shared)."""
+        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+            self._local.repo = repo
+        return repo
+
+    def _head(self) -> pygit2.Oid | None:
+        ref = self.repo.references.get(MAIN)
+        return ref.target if ref is not None else None  # type: ignore[return-value]
+
+    def _roll_forward(self) -> None:
+        """Finish a ref move that was made durable but did not reach the ref."""
+        pending = durable.read_pending(self.path)
+        if pending is None or not self._needs_roll_forward(pending):
+            return
+        with self._lock.hold():
+            if self._needs_roll_forward(pending):
+                self._apply_pending(pending)
+
+    def _needs_roll_forward(self, pending: durable.Pending) -> bool:
+        if pending.ref != MAIN:
+            return False
+        head = self._head()
+        current = str(head) if head is not None else "0" * 40
+        return current == pending.old and current != pending.new
+
+    def _apply_pending(self, pending: durable.Pending) -> None:
+        odb = self.repo.odb
+        try:
+            for oid in pending.objects:
+                odb.read(oid)  # libgit2 checks the hash of what it reads
+        except (KeyError, pygit2.GitError, ValueError):
+            return  # the change never became durable, so it was never acknowledged
+        self._set_ref(pygit2.Oid(hex=pending.new))
+
+    def _set_ref(self, target: pygit2.Oid) -> None:
+        try:
+            self.repo.references.create(MAIN, target, force=True)
+        except pygit2.GitError:
+            durable.clear_leftovers(self.path)  # a killed writer's main.lock; we hold the lock
+            self.repo.references.create(MAIN, target, force=True)
+
+    def snapshot(self, at: str | None = None) -> Snapshot:
+        """A consistent read-only view of the memory, now or at a version."""
+        commit = self._resolve(at) if at is not None else self._head_commit()
+        return Snapshot(self.repo, self.keyring, self._sizes, commit)
+
+    def _head_commit(self) -> pygit2.Commit | None:
+        head = self._head()
+        if head is None:
+            return None
+        commit = self.repo[head]
+        assert isinstance(commit, pygit2.Commit)
+        return commit
+
+    def _resolve(self, at: str) -> pygit2.Commit:
+        if not isinstance(at, str) or not at:
+            raise NotFoundError("Error: a version must be a commit id string.")
+        try:
+            obj = self.repo.revparse_single(at)
+            commit = obj.peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as err:
+            raise NotFoundError(f"Error: no version {at!r} in this vault; list versions with history().") from err
+        return commit
+
+    # -- writing -------------------------------------------------------------
+
+    def mutate(
+        self,
+        build: Callable[[Snapshot], Change],
+        *,
+        actor: str,
+        session: str | None = None,
+        skip_if_unchanged: bool = False,
+    ) -> Version | None:
+        """Apply one change as exactly one durable commit.
+
+        ``build`` runs under the writer lock on a snapshot of the current head,
+        so it sees every earlier write; if it raises, nothing is written.  With
+        ``skip_if_unchanged``, a change that would leave the memory as it is
+        makes no commit and returns None (restore); otherwise every successful
+        mutation is recorded, even one that replaced text with itself.
+        """
+        _check_label("actor", actor)
+        _check_label("session", session, optional=True)
+        with self._lock.hold():
+            self._roll_forward_locked()
+            snap = self.snapshot()
+            change = build(snap)
+            editor = TreeEditor(self.repo, snap.memories)
+            now = int(self.clock())
+            self._stage(snap, editor, change, now)
+            memories = editor.write()
+            old_root = snap.memories.id if snap.memories is not None else None
+            if skip_if_unchanged and memories == old_root:
+                return None
+            root = self.repo.TreeBuilder()
+            if memories is not None:
+                root.insert("memories", memories, TREE)
+            root_id = root.write()
+            parents = [snap.commit.id] if snap.commit is not None else []
+            author = pygit2.Signature(actor, actor, now, 0)
+            committer = pygit2.Signature(*COMMITTER, now, 0)
+            message = format_message(change, actor, session)
+            commit_id = self.repo.create_commit(None, author, committer, message, root_id, parents)
+            old = str(snap.commit.id) if snap.commit is not None else "0" * 40
+            objects = (*(str(o) for o in editor.written), str(root_id), str(commit_id))
+            durable.write_pending(self.path, durable.Pending(MAIN, old, str(commit_id), objects))
+            durable.sync_filesystem(self.path)
+            self._set_ref(commit_id)
+            commit = self.repo[commit_id]
+            assert isinstance(commit, pygit2.Commit)
+            return Version.from_commit(commit)
+
+    def _roll_forward_locked(self) -> None:
+        pending = durable.read_pending(self.path)
+        if pending is not None and self._needs_roll_forward(pending):
+            self._apply_pending(pending)
+
+    def _stage(self, snap: Snapshot, editor: TreeEditor, change: Change, now: int) -> None:
+        for target, entry in change.restores:
+            if target.is_root:
+                root = self.repo[entry[0]] if entry is not None else None
+                assert root is None or isinstance(root, pygit2.Tree)
+                editor.replace_root(root)
+            elif entry is None:
+                if editor.get(target) is not None:
+                    editor.delete(target)
+            else:
+                editor.set(target, entry)
+        for path in change.deletes:
+            editor.delete(path)
+        for old, new in change.moves:
+            moved = [(p, oid) for p, oid in snap.files(old)]
+            if editor.get(new) is not None:
+                raise ConflictError(f"Error: {new} already exists.")
+            for file_path, oid in moved:
+                plain = self.keyring.open(file_path.text, self.repo[oid].read_raw())
+                target = MemoryPath(new.parts + file_path.parts[len(old.parts) :])
+                editor.write_blob(target, self.keyring.seal(target.text, plain, now))
+            editor.delete(old)
+        for path, content in change.writes:
+            editor.write_blob(path, self.keyring.seal(path.text, content, now))
+
+    # -- reading and auditing ----------------------------------------------
+
+    def read(self, path: str, at: str | None = None) -> str:
+        """A file's text now, or at an earlier version id."""
+        target = paths.parse(path)
+        snap = self.snapshot(at)
+        if snap.kind(target) != "file":
+            where = f" at version {at}" if at is not None else ""
+            raise NotFoundError(f"Error: no file {target}{where}.")
+        return snap.read_text(target)
+
+    def history(self, path: str | None = None, limit: int | None = None) -> list[Version]:
+        """Versions newest first; with ``path``, only those that changed it."""
+        target = paths.parse(path) if path is not None else None
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise VaultError("Error: limit must be a non-negative integer.")
+        head = self._head()
+        out: list[Version] = []
+        if head is None:
+            return out
+        for commit in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL):
+            if limit is not None and len(out) >= limit:
+                break
+            if target is not None and not self._touches(commit, target):
+                continue
+            out.append(Version.from_commit(commit))
+        return out
+
+    def _touches(self, commit: pygit2.Commit, target: MemoryPath) -> bool:
+        def entry(c: pygit2.Commit) -> pygit2.Oid | None:
+            try:
+                return c.tree[target.git_path()].id
+            except KeyError:
+                return None
+
+        mine = entry(commit)
+        if not commit.parents:
+            return mine is not None
+        return any(entry(parent) != mine for parent in commit.parents)
+
+    def restore(
+        self, at: str, path: str | None = None, *, actor: str = "vaultmem", session: str | None = None
+    ) -> Version | None:
+        """Make the whole memory (or one path) exactly as it was at ``at``, as a
+        new commit; a path that did not exist then is removed.  Returns None when
+        nothing would change."""
+        target = paths.parse(path) if path is not None else MemoryPath(())
+        source = self.snapshot(at)
+
+        def build(snap: Snapshot) -> Change:
+            change = Change("restore", (target,), trailers=[("Vaultmem-Restored-From", str(source.id))])
+            change.restores.append((target, source.entry(target) if not target.is_root else _root_entry(source)))
+            return change
+
+        return self.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
+
+    def verify(self) -> VerifyReport:
+        """Check that every file version in the history authenticates under the
+        keyring at the path it is stored at, and every commit message parses."""
+        report = VerifyReport()
+        head = self._head()
+        if head is None:
+            return report
+        seen: set[tuple[str, pygit2.Oid]] = set()
+        for commit in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL):
+            report.commits += 1
+            trailers = parse_trailers(commit.message)
+            if "Vaultmem-Command" not in trailers:
+                report.problems.append(f"commit {commit.id}: message has no Vaultmem-Command trailer")
+            snap = Snapshot(self.repo, self.keyring, self._sizes, commit)
+            for file_path, oid in snap.files(MemoryPath(())):
+                if (file_path.text, oid) in seen:
+                    continue
+                seen.add((file_path.text, oid))
+                report.blobs += 1
+                try:
+                    self.keyring.open(file_path.text, self.repo[oid].read_raw())
+                except IntegrityError:
+                    report.problems.append(f"commit {commit.id}: {file_path} does not authenticate")
+        return report
+
+
+def _root_entry(snap: Snapshot) -> tuple[pygit2.Oid, int] | None:
+    return (snap.memories.id, TREE) if snap.memories is not None else None
+
+
+def _keyring_blob(repo: pygit2.Repository, target: Any) -> bytes:
+    try:
+        commit = repo[target]
+        blob = commit.peel(pygit2.Commit).tree[KEYRING_FILE]
+        return bytes(blob.read_raw())
+    except (KeyError, ValueError, pygit2.GitError) as err:
+        raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
+
+
+def _write_keyring(
+    repo: pygit2.Repository, keyring: Keyring, message: str, now: int, parent: pygit2.Oid | None
+) -> None:
+    blob = repo.create_blob(keyring.to_bytes())
+    builder = repo.TreeBuilder()
+    builder.insert(KEYRING_FILE, blob, BLOB)
+    sig = pygit2.Signature(*COMMITTER, now, 0)
+    commit = repo.create_commit(None, sig, sig, message + "\n", builder.write(), [parent] if parent else [])
+    repo.references.create(KEYRING_REF, commit, force=True)

@@ -1,0 +1,99 @@
+"""Pure text rules of the memory tool: sizes, line splitting, numbering, caps.
+
+No I/O, no state: everything here is tested without a disk.
+"""
+
+from __future__ import annotations
+
+MAX_LINES = 999_999
+LINE_NUMBER_WIDTH = 6
+
+
+def format_size(n: int) -> str:
+    """Human-readable, 1024-based: ``0B``, ``512B``, ``1.5K``, ``4.0K``, ``1.2M``."""
+    if n < 1024:
+        return f"{n}B"
+    value = float(n)
+    for unit in ("K", "M", "G"):
+        value /= 1024
+        if round(value, 1) < 1024 or unit == "G":
+            return f"{value:.1f}{unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines split on ``\\n``; a final ``\\n`` does not make an extra empty line."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def count_lines(text: str) -> int:
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def numbered(line_no: int, line: str) -> str:
+    return f"{line_no:>{LINE_NUMBER_WIDTH}}\t{line}"
+
+
+def capped_lines(lines: list[str], first: int, cap: int) -> tuple[list[str], int]:
+    """Number ``lines`` (the first is ``first``) until the next whole line would
+    pass ``cap`` characters.  Returns the rendered lines and how many source
+    lines they cover.  At least one line is shown; one line longer than the cap
+    on its own is cut and marked, so paging always makes progress."""
+    out: list[str] = []
+    used = 0
+    for offset, line in enumerate(lines):
+        rendered = numbered(first + offset, line)
+        cost = len(rendered) + (1 if out else 0)
+        if used + cost > cap:
+            if not out:
+                keep = max(cap - LINE_NUMBER_WIDTH - 1, 0)
+                out.append(numbered(first, line[:keep]) + f" [line {first} cut at {cap:,} characters]")
+                return out, 1
+            return out, offset
+        out.append(rendered)
+        used += cost
+    return out, len(lines)
+
+
+def insert_text(content: str, after_line: int, text: str) -> str:
+    """Insert ``text`` as whole lines after line ``after_line`` (0 = the top).
+
+    ``text``'s own lines become lines of the file, a final ``\\n`` in it adds no
+    empty line, and the rest of the file keeps its bytes.  Empty text inserts
+    one empty line.
+    """
+    block = text if text.endswith("\n") else text + "\n"
+    if after_line == 0:
+        return block + content
+    offset = 0
+    for _ in range(after_line):
+        nl = content.find("\n", offset)
+        if nl == -1:
+            # After the last line, which has no newline of its own.
+            return content + "\n" + (text if text else "\n")
+        offset = nl + 1
+    return content[:offset] + block + content[offset:]
+
+
+def match_lines(content: str, needle: str) -> list[int]:
+    """The 1-indexed starting line of every occurrence of ``needle``
+    (overlapping occurrences included)."""
+    lines: list[int] = []
+    start = 0
+    line = 1
+    counted_to = 0
+    while True:
+        pos = content.find(needle, start)
+        if pos == -1:
+            return lines
+        line += content.count("\n", counted_to, pos)
+        counted_to = pos
+        lines.append(line)
+        start = pos + 1
