@@ -144,9 +144,12 @@ def pending_path(gitdir: Path) -> Path:
 
 
 def write_pending(gitdir: Path, pending: Pending) -> None:
-    fd = os.open(pending_path(gitdir), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Written in place, never truncated: truncating (or renaming over) a file
+    # makes ext4 flush it at once, and the record carries its own checksum, so
+    # stale bytes after it are ignored.
+    fd = os.open(pending_path(gitdir), os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        os.write(fd, pending.encode())
+        os.pwrite(fd, pending.encode() + b"end\n", 0)
     finally:
         os.close(fd)
 
@@ -156,4 +159,5 @@ def read_pending(gitdir: Path) -> Pending | None:
         data = pending_path(gitdir).read_bytes()
     except FileNotFoundError:
         return None
-    return Pending.decode(data)
+    record, sep, _ = data.partition(b"end\n")
+    return Pending.decode(record) if sep else None

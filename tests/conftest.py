@@ -1,0 +1,90 @@
+"""Shared fixtures: real vaults in temporary folders, real keys, real git."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic.lib.tools import ToolError
+
+from vaultmem import Vault, VaultMemoryTool, generate_key
+
+
+class FakeClock:
+    """An injectable clock: tests never sleep or patch time."""
+
+    def __init__(self, start: float = 1_790_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def key() -> str:
+    return generate_key()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def vault_path(tmp_path: Path) -> Path:
+    return tmp_path / "agent.vault"
+
+
+@pytest.fixture
+def vault(vault_path: Path, key: str, clock: FakeClock) -> Vault:
+    return Vault.init(vault_path, key=key, clock=clock)
+
+
+@pytest.fixture
+def tool(vault: Vault) -> VaultMemoryTool:
+    return VaultMemoryTool(vault, actor="support-bot", session="sess-42")
+
+
+@pytest.fixture
+def call(tool: VaultMemoryTool) -> Callable[..., str]:
+    """``call(command="view", path="/memories")`` -> the result string."""
+
+    def _call(**params: Any) -> str:
+        return tool.call(params)
+
+    return _call
+
+
+@pytest.fixture
+def fail(tool: VaultMemoryTool) -> Callable[..., str]:
+    """``fail(command=..., ...)`` -> the ToolError message; fails the test if the call succeeds."""
+
+    def _fail(**params: Any) -> str:
+        with pytest.raises(ToolError) as info:
+            tool.call(params)
+        content = info.value.content
+        assert isinstance(content, str)
+        return content
+
+    return _fail
+
+
+def git(vault_path: Path, *args: str, check: bool = True) -> str:
+    """Run stock git against the vault, as an auditor would."""
+    result = subprocess.run(
+        ["git", "-C", str(vault_path), *args], capture_output=True, text=True, check=False
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+    return result.stdout
+
+
+def commit_count(vault_path: Path) -> int:
+    out = git(vault_path, "rev-list", "--count", "refs/heads/main", check=False)
+    return int(out.strip()) if out.strip() else 0
