@@ -30,7 +30,7 @@ from typing import cast
 STATE_DIR = "vaultmem"
 _GIT_LOCKS = (
     "refs/heads/main.lock",
-    "refs/vaultmem/keyring.lock",
+    "refs/heads/vaultmem-keyring.lock",
     "packed-refs.lock",
     "HEAD.lock",
     "config.lock",
@@ -102,7 +102,7 @@ def clear_leftovers(gitdir: Path) -> None:
     for leftover in objects.glob("tmp_object_git2_*"):
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
-    for leftover in (objects / "pack").glob("*.tmp*"):
+    for leftover in (objects / "pack").glob("tmp_*"):
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
 

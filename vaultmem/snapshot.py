@@ -14,6 +14,7 @@ from typing import Literal
 
 import pygit2
 
+from . import objects
 from .crypto import Keyring, plaintext_size
 from .errors import ConflictError, NotFoundError
 from .paths import MemoryPath
@@ -21,7 +22,6 @@ from .paths import MemoryPath
 Kind = Literal["file", "dir"]
 BLOB = pygit2.enums.FileMode.BLOB
 TREE = pygit2.enums.FileMode.TREE
-Entry = tuple[pygit2.Oid, int]
 
 
 class SizeCache:
@@ -108,11 +108,12 @@ class Snapshot:
             return None
         return "dir" if obj.filemode == TREE else "file"
 
-    def entry(self, path: MemoryPath) -> Entry | None:
+    def entry(self, path: MemoryPath) -> tuple[int, bytes] | None:
+        """``(mode, id)`` of the file or folder at ``path``, as a tree holds it."""
         obj = self._object(path)
         if obj is None:
             return None
-        return obj.id, obj.filemode if obj.filemode is not None else TREE
+        return (objects.MODE_TREE if isinstance(obj, pygit2.Tree) else objects.MODE_BLOB), obj.id.raw
 
     def read_bytes(self, path: MemoryPath) -> bytes:
         obj = self._object(path)
@@ -178,31 +179,68 @@ class Snapshot:
                 out.append(Listed(child, "file", self.sizes.blob(self.repo, item.id), level))
 
 
+class TreeCache:
+    """Decoded tree entries by tree id, for the write path (bounded, shared)."""
+
+    def __init__(self, limit: int = 512) -> None:
+        self.limit = limit
+        self._trees: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
+
+    def get(self, repo: pygit2.Repository, oid: bytes) -> dict[bytes, tuple[int, bytes]]:
+        entries = self._trees.get(oid)
+        if entries is None:
+            entries = objects.decode_tree(repo[pygit2.Oid(raw=oid)].read_raw())
+            self.put(oid, entries)
+        return entries
+
+    def put(self, oid: bytes, entries: dict[bytes, tuple[int, bytes]]) -> None:
+        if len(self._trees) >= self.limit:
+            self._trees.pop(next(iter(self._trees)))
+        self._trees[oid] = entries
+
+
 class _Dir:
-    """A directory being edited: its tree in git (if any) plus staged changes."""
+    """A directory being edited: its entries in git (if any) plus staged changes."""
 
     __slots__ = ("base", "changes")
 
-    def __init__(self, base: pygit2.Tree | None) -> None:
-        self.base = base
-        self.changes: dict[str, Entry | None] = {}
+    def __init__(self, base: dict[bytes, tuple[int, bytes]] | None) -> None:
+        self.base = base or {}
+        self.changes: dict[bytes, tuple[int, bytes] | None] = {}
 
-    def get(self, name: str) -> Entry | None:
+    def get(self, name: bytes) -> tuple[int, bytes] | None:
         if name in self.changes:
             return self.changes[name]
-        if self.base is not None and name in self.base:
-            item = self.base[name]
-            return item.id, item.filemode if item.filemode is not None else TREE
-        return None
+        return self.base.get(name)
+
+    def merged(self) -> dict[bytes, tuple[int, bytes]]:
+        out = dict(self.base)
+        for name, entry in self.changes.items():
+            if entry is None:
+                out.pop(name, None)
+            else:
+                out[name] = entry
+        return out
+
+
+_NEW_DIR = (objects.MODE_TREE, b"")
 
 
 class TreeEditor:
-    """Stages file and folder changes below ``memories/`` and writes new trees."""
+    """Stages file and folder changes below ``memories/`` and encodes the trees
+    that changed; untouched files and folders keep their ids."""
 
-    def __init__(self, repo: pygit2.Repository, memories: pygit2.Tree | None) -> None:
+    def __init__(self, repo: pygit2.Repository, trees: TreeCache, memories: bytes | None) -> None:
         self.repo = repo
-        self._dirs: dict[tuple[str, ...], _Dir] = {(): _Dir(memories)}
-        self.written: list[pygit2.Oid] = []
+        self.trees = trees
+        self._dirs: dict[tuple[str, ...], _Dir] = {}
+        self.replace_root(memories)
+        self.new: list[objects.PackedObject] = []
+
+    def replace_root(self, memories: bytes | None) -> None:
+        """Start over from another ``memories`` tree (a whole-vault restore)."""
+        self._root_id = memories
+        self._dirs = {(): _Dir(self.trees.get(self.repo, memories) if memories else None)}
 
     def _dir(self, parts: tuple[str, ...], create: bool) -> _Dir | None:
         found = self._dirs.get(parts)
@@ -211,76 +249,74 @@ class TreeEditor:
         parent = self._dir(parts[:-1], create)
         if parent is None:
             return None
-        entry = parent.get(parts[-1])
+        name = parts[-1].encode("utf-8")
+        entry = parent.get(name)
         if entry is None:
             if not create:
                 return None
             found = _Dir(None)
-            parent.changes[parts[-1]] = (pygit2.Oid(raw=b"\0" * 20), TREE)
-        elif entry[1] != TREE:
-            raise ConflictError(f"Error: {MemoryPath(parts[:-1]).child(parts[-1])} is a file, not a directory.")
+            parent.changes[name] = _NEW_DIR
+        elif entry[0] != objects.MODE_TREE:
+            raise ConflictError(f"Error: {MemoryPath(parts)} is a file, not a directory.")
         else:
-            tree = self.repo[entry[0]]
-            assert isinstance(tree, pygit2.Tree)
-            found = _Dir(tree)
+            found = _Dir(self.trees.get(self.repo, entry[1]))
         self._dirs[parts] = found
         return found
 
-    def replace_root(self, memories: pygit2.Tree | None) -> None:
-        """Start over from another ``memories`` tree (a whole-vault restore)."""
-        self._dirs = {(): _Dir(memories)}
-
-    def get(self, path: MemoryPath) -> Entry | None:
+    def get(self, path: MemoryPath) -> tuple[int, bytes] | None:
+        """``(mode, id)`` of what is staged at ``path``, or None."""
         if path.is_root:
             return None
         parent = self._dir(path.parts[:-1], create=False)
-        return parent.get(path.parts[-1]) if parent is not None else None
+        return parent.get(path.parts[-1].encode("utf-8")) if parent is not None else None
 
-    def set(self, path: MemoryPath, entry: Entry) -> None:
+    def _drop_below(self, path: MemoryPath) -> None:
+        n = len(path.parts)
+        for key in [k for k in self._dirs if len(k) >= n and k[:n] == path.parts]:
+            del self._dirs[key]
+
+    def set(self, path: MemoryPath, entry: tuple[int, bytes]) -> None:
         """Put a blob or tree at ``path``, creating parent folders as needed."""
         parent = self._dir(path.parts[:-1], create=True)
         assert parent is not None
-        parent.changes[path.parts[-1]] = entry
-        if entry[1] == TREE:
-            # Any staged edits below the replaced folder are void now.
-            for key in [k for k in self._dirs if len(k) > len(path.parts) and k[: len(path.parts)] == path.parts]:
-                del self._dirs[key]
-            self._dirs.pop(path.parts, None)
+        self._drop_below(path)
+        parent.changes[path.parts[-1].encode("utf-8")] = entry
 
     def write_blob(self, path: MemoryPath, data: bytes) -> None:
-        oid = self.repo.odb.write(pygit2.enums.ObjectType.BLOB, data)
-        self.written.append(oid)
-        self.set(path, (oid, BLOB))
+        blob = objects.packed(objects.BLOB, data)
+        self.new.append(blob)
+        self.set(path, (objects.MODE_BLOB, blob.id))
 
     def delete(self, path: MemoryPath) -> None:
         parent = self._dir(path.parts[:-1], create=False)
-        if parent is None or parent.get(path.parts[-1]) is None:
+        name = path.parts[-1].encode("utf-8")
+        if parent is None or parent.get(name) is None:
             raise NotFoundError(f"Error: {path} does not exist.")
-        parent.changes[path.parts[-1]] = None
-        for key in [k for k in self._dirs if k[: len(path.parts)] == path.parts]:
-            del self._dirs[key]
+        parent.changes[name] = None
+        self._drop_below(path)
 
-    def write(self) -> pygit2.Oid | None:
-        """Write the changed trees bottom-up; returns the new ``memories`` tree
+    def write(self) -> bytes | None:
+        """Encode the changed trees bottom-up; returns the new ``memories`` tree
         id, or None when the memory is empty.  Empty folders disappear."""
-        root = self._dirs[()]
-        result = root.base.id if root.base is not None and len(root.base) else None
+        result = self._root_id
         for parts in sorted(self._dirs, key=len, reverse=True):
             staged = self._dirs[parts]
             if not staged.changes:
                 continue  # read but not changed: the parent keeps its entry
-            builder = self.repo.TreeBuilder(staged.base) if staged.base is not None else self.repo.TreeBuilder()
-            for name, entry in staged.changes.items():
-                if entry is None:
-                    if builder.get(name) is not None:
-                        builder.remove(name)
-                else:
-                    builder.insert(name, entry[0], entry[1])
-            oid = builder.write() if len(builder) else None
-            if oid is not None:
-                self.written.append(oid)
+            entries = staged.merged()
+            oid = self._encode(entries) if entries else None
             if parts:
-                self._dirs[parts[:-1]].changes[parts[-1]] = (oid, TREE) if oid is not None else None
+                self._dirs[parts[:-1]].changes[parts[-1].encode("utf-8")] = (
+                    (objects.MODE_TREE, oid) if oid is not None else None
+                )
             else:
                 result = oid
         return result
+
+    def _encode(self, entries: dict[bytes, tuple[int, bytes]]) -> bytes | None:
+        if not entries:
+            return None
+        tree = objects.packed(objects.TREE, objects.encode_tree(entries))
+        self.new.append(tree)
+        self.trees.put(tree.id, entries)
+        return tree.id

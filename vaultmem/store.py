@@ -15,7 +15,7 @@ from typing import Any
 
 import pygit2
 
-from . import durable, paths
+from . import durable, objects, paths
 from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
 from .errors import (
     BadKeyError,
@@ -26,10 +26,10 @@ from .errors import (
     VaultError,
 )
 from .paths import MemoryPath
-from .snapshot import BLOB, TREE, SizeCache, Snapshot, TreeEditor
+from .snapshot import BLOB, SizeCache, Snapshot, TreeCache, TreeEditor
 
 MAIN = "refs/heads/main"
-KEYRING_REF = "refs/vaultmem/keyring"
+KEYRING_REF = "refs/heads/vaultmem-keyring"
 KEYRING_FILE = "keyring.json"
 COMMITTER = ("vaultmem", "vaultmem@localhost")
 Clock = Callable[[], float]
@@ -65,7 +65,7 @@ class Change:
     writes: list[tuple[MemoryPath, bytes]] = field(default_factory=list)
     deletes: list[MemoryPath] = field(default_factory=list)
     moves: list[tuple[MemoryPath, MemoryPath]] = field(default_factory=list)
-    restores: list[tuple[MemoryPath, tuple[pygit2.Oid, int] | None]] = field(default_factory=list)
+    restores: list[tuple[MemoryPath, tuple[int, bytes] | None]] = field(default_factory=list)
     trailers: list[tuple[str, str]] = field(default_factory=list)
 
     def write(self, path: MemoryPath, content: bytes) -> Change:
@@ -152,6 +152,8 @@ class Vault:
         self.clock = clock
         self._local = threading.local()
         self._sizes = SizeCache()
+        self._trees = TreeCache()
+        self._since_merge_check = 0
         self._lock = durable.WriterLock(path)
 
     # -- opening -------------------------------------------------------------
@@ -288,11 +290,21 @@ class Vault:
         self._set_ref(pygit2.Oid(hex=pending.new))
 
     def _set_ref(self, target: pygit2.Oid) -> None:
+        """Move ``main`` the way git does (lock file, then rename), without the
+        object lookups libgit2 would make first: we just wrote the commit."""
+        ref = self.path / MAIN
+        lock = ref.with_name(ref.name + ".lock")
         try:
-            self.repo.references.create(MAIN, target, force=True)
-        except pygit2.GitError:
-            durable.clear_leftovers(self.path)  # a killed writer's main.lock; we hold the lock
-            self.repo.references.create(MAIN, target, force=True)
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            durable.clear_leftovers(self.path)  # a killed writer's main.lock; we hold the writer lock
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, str(target).encode("ascii") + b"\n")
+        finally:
+            os.close(fd)
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(lock, ref)
 
     def snapshot(self, at: str | None = None) -> Snapshot:
         """A consistent read-only view of the memory, now or at a version."""
@@ -341,30 +353,57 @@ class Vault:
             self._roll_forward_locked()
             snap = self.snapshot()
             change = build(snap)
-            editor = TreeEditor(self.repo, snap.memories)
             now = int(self.clock())
+            old_root = snap.memories.id.raw if snap.memories is not None else None
+            editor = TreeEditor(self.repo, self._trees, old_root)
             self._stage(snap, editor, change, now)
             memories = editor.write()
-            old_root = snap.memories.id if snap.memories is not None else None
             if skip_if_unchanged and memories == old_root:
                 return None
-            root = self.repo.TreeBuilder()
-            if memories is not None:
-                root.insert("memories", memories, TREE)
-            root_id = root.write()
-            parents = [snap.commit.id] if snap.commit is not None else []
-            author = pygit2.Signature(actor, actor, now, 0)
-            committer = pygit2.Signature(*COMMITTER, now, 0)
+            root = objects.packed(
+                objects.TREE, objects.encode_tree({b"memories": (objects.MODE_TREE, memories)} if memories else {})
+            )
+            parents = [snap.commit.id.raw] if snap.commit is not None else []
             message = format_message(change, actor, session)
-            commit_id = self.repo.create_commit(None, author, committer, message, root_id, parents)
+            commit = objects.packed(
+                objects.COMMIT,
+                objects.encode_commit(root.id, parents, _ident(actor, actor), _ident(*COMMITTER), now, message),
+            )
+            new = [*editor.new, root, commit]
+            objects.write_pack(self.path / "objects", new)
             old = str(snap.commit.id) if snap.commit is not None else "0" * 40
-            objects = (*(str(o) for o in editor.written), str(root_id), str(commit_id))
-            durable.write_pending(self.path, durable.Pending(MAIN, old, str(commit_id), objects))
+            pending = durable.Pending(MAIN, old, commit.id.hex(), tuple(o.id.hex() for o in new))
+            durable.write_pending(self.path, pending)
             durable.sync_filesystem(self.path)
-            self._set_ref(commit_id)
-            commit = self.repo[commit_id]
-            assert isinstance(commit, pygit2.Commit)
-            return Version.from_commit(commit)
+            self._set_ref(pygit2.Oid(raw=commit.id))
+            self._maybe_merge_packs()
+            return Version(
+                id=commit.id.hex(),
+                time=datetime.fromtimestamp(now, tz=timezone.utc),
+                actor=actor,
+                session=session,
+                command=change.command,
+                paths=tuple(p.text for p in change.paths),
+                message=message,
+            )
+
+    def _maybe_merge_packs(self) -> None:
+        """Keep the number of small packs logarithmic (checked every few commits)."""
+        self._since_merge_check += 1
+        if self._since_merge_check < 8:
+            return
+        self._since_merge_check = 0
+        objects_dir = self.path / "objects"
+        packs = objects.list_packs(objects_dir)
+        if len(packs) < 8:
+            return
+        victims = objects.geometric_rollup(packs)
+        if not victims:
+            return
+        objects.merge_packs(objects_dir, victims)
+        durable.sync_filesystem(self.path)  # the merged pack is durable before the old ones go
+        for info in victims:
+            objects.remove_pack(info.pack)
 
     def _roll_forward_locked(self) -> None:
         pending = durable.read_pending(self.path)
@@ -374,9 +413,7 @@ class Vault:
     def _stage(self, snap: Snapshot, editor: TreeEditor, change: Change, now: int) -> None:
         for target, entry in change.restores:
             if target.is_root:
-                root = self.repo[entry[0]] if entry is not None else None
-                assert root is None or isinstance(root, pygit2.Tree)
-                editor.replace_root(root)
+                editor.replace_root(entry[1] if entry is not None else None)
             elif entry is None:
                 if editor.get(target) is not None:
                     editor.delete(target)
@@ -478,8 +515,12 @@ class Vault:
         return report
 
 
-def _root_entry(snap: Snapshot) -> tuple[pygit2.Oid, int] | None:
-    return (snap.memories.id, TREE) if snap.memories is not None else None
+def _root_entry(snap: Snapshot) -> tuple[int, bytes] | None:
+    return (objects.MODE_TREE, snap.memories.id.raw) if snap.memories is not None else None
+
+
+def _ident(name: str, email: str) -> bytes:
+    return f"{name} <{email}>".encode()
 
 
 def _keyring_blob(repo: pygit2.Repository, target: Any) -> bytes:

@@ -1,0 +1,239 @@
+"""Git objects and packs, written by vaultmem itself.
+
+The write path builds every object of a commit in memory and stores them all in
+one small pack file (``.pack`` + ``.idx``, git's version 2 formats) instead of
+one loose file per object: two files per mutation instead of five or more, and
+nothing for stock git to do differently.  Small packs are merged geometrically
+(like ``git repack --geometric=2``) so their number stays logarithmic.
+
+Pure byte formats here; the only I/O is :func:`write_pack` and :func:`merge_packs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import struct
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+COMMIT, TREE, BLOB = 1, 2, 3
+_TYPE_NAMES = {COMMIT: b"commit", TREE: b"tree", BLOB: b"blob"}
+MODE_TREE = 0o040000
+MODE_BLOB = 0o100644
+
+# One tree entry: "<octal mode> <name>\0<20-byte id>".
+_TREE_ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)
+
+
+def object_id(kind: int, data: bytes) -> bytes:
+    return hashlib.sha1(b"%s %d\0" % (_TYPE_NAMES[kind], len(data)) + data).digest()
+
+
+def _sort_key(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
+    name, (mode, _) = item
+    return name + b"/" if mode == MODE_TREE else name
+
+
+def encode_tree(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
+    """Serialise entries ``name -> (mode, id)`` in git's canonical order."""
+    return b"".join(b"%o %s\0%s" % (mode, name, oid) for name, (mode, oid) in sorted(entries.items(), key=_sort_key))
+
+
+def decode_tree(data: bytes) -> dict[bytes, tuple[int, bytes]]:
+    return {m.group(2): (int(m.group(1), 8), m.group(3)) for m in _TREE_ENTRY.finditer(data)}
+
+
+def encode_commit(
+    tree: bytes, parents: Sequence[bytes], author: bytes, committer: bytes, when: int, message: str
+) -> bytes:
+    """A commit object; ``author``/``committer`` are ``Name <email>`` bytes, time in UTC."""
+    lines = [b"tree " + tree.hex().encode()]
+    lines += [b"parent " + p.hex().encode() for p in parents]
+    lines.append(b"author %s %d +0000" % (author, when))
+    lines.append(b"committer %s %d +0000" % (committer, when))
+    return b"\n".join(lines) + b"\n\n" + message.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class PackedObject:
+    kind: int
+    data: bytes
+    id: bytes
+
+
+def packed(kind: int, data: bytes) -> PackedObject:
+    return PackedObject(kind, data, object_id(kind, data))
+
+
+def _entry_header(kind: int, size: int) -> bytes:
+    out = bytearray()
+    byte = (kind << 4) | (size & 0x0F)
+    size >>= 4
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+def _build_idx(entries: Sequence[tuple[bytes, int, int]], pack_sum: bytes) -> bytes:
+    """Index v2 for ``(id, crc32, offset)`` entries."""
+    ordered = sorted(entries)
+    fanout = [0] * 256
+    for oid, _, _ in ordered:
+        fanout[oid[0]] += 1
+    running = 0
+    for i in range(256):
+        running += fanout[i]
+        fanout[i] = running
+    large: list[int] = []
+    offsets = bytearray()
+    for _, _, offset in ordered:
+        if offset < 0x80000000:
+            offsets += struct.pack(">I", offset)
+        else:
+            offsets += struct.pack(">I", 0x80000000 | len(large))
+            large.append(offset)
+    body = b"".join(
+        [
+            b"\377tOc",
+            struct.pack(">I", 2),
+            struct.pack(">256I", *fanout),
+            b"".join(oid for oid, _, _ in ordered),
+            b"".join(struct.pack(">I", crc) for _, crc, _ in ordered),
+            bytes(offsets),
+            b"".join(struct.pack(">Q", o) for o in large),
+            pack_sum,
+        ]
+    )
+    return body + hashlib.sha1(body).digest()
+
+
+def _install(pack_dir: Path, pack: bytes, idx: bytes, pack_sum: bytes) -> Path:
+    """Write ``pack`` and ``idx`` under their final names, the index last: git
+    only looks at a pack once its index exists."""
+    name = pack_dir / f"pack-{pack_sum.hex()}"
+    for suffix, data in ((".pack", pack), (".idx", idx)):
+        final = name.with_suffix(suffix)
+        tmp = pack_dir / f"tmp_vaultmem_{os.getpid()}_{suffix[1:]}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.rename(tmp, final)
+    return name.with_suffix(".pack")
+
+
+def write_pack(objects_dir: Path, objects: Iterable[PackedObject]) -> Path:
+    """Store objects as one new pack; returns the ``.pack`` path."""
+    parts: list[bytes] = []
+    entries: list[tuple[bytes, int, int]] = []
+    items = list({o.id: o for o in objects}.values())
+    offset = 12
+    for obj in items:
+        raw = _entry_header(obj.kind, len(obj.data)) + zlib.compress(obj.data, 1)
+        entries.append((obj.id, zlib.crc32(raw), offset))
+        parts.append(raw)
+        offset += len(raw)
+    body = b"PACK" + struct.pack(">II", 2, len(items)) + b"".join(parts)
+    pack_sum = hashlib.sha1(body).digest()
+    return _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    pack: Path
+    count: int
+
+
+def _read_idx(idx: bytes) -> list[tuple[bytes, int, int]]:
+    if idx[:8] != b"\377tOc\x00\x00\x00\x02":
+        raise ValueError("not a version 2 pack index")
+    count = struct.unpack(">I", idx[8 + 255 * 4 : 8 + 256 * 4])[0]
+    base = 8 + 256 * 4
+    ids = [idx[base + 20 * i : base + 20 * i + 20] for i in range(count)]
+    crc_at = base + 20 * count
+    crcs = struct.unpack(f">{count}I", idx[crc_at : crc_at + 4 * count])
+    off_at = crc_at + 4 * count
+    small = struct.unpack(f">{count}I", idx[off_at : off_at + 4 * count])
+    large_at = off_at + 4 * count
+    offsets = [
+        struct.unpack(">Q", idx[large_at + 8 * (o & 0x7FFFFFFF) : large_at + 8 * (o & 0x7FFFFFFF) + 8])[0]
+        if o & 0x80000000
+        else o
+        for o in small
+    ]
+    return list(zip(ids, crcs, offsets, strict=True))
+
+
+def list_packs(objects_dir: Path) -> list[PackInfo]:
+    """Packs that only vaultmem-style files belong to (no .keep, .bitmap, ...)."""
+    pack_dir = objects_dir / "pack"
+    try:
+        names = os.listdir(pack_dir)
+    except FileNotFoundError:
+        return []
+    out: list[PackInfo] = []
+    stems = {n.rsplit(".", 1)[0] for n in names if n.startswith("pack-")}
+    for stem in sorted(stems):
+        extras = {n for n in names if n.startswith(stem + ".")} - {stem + ".pack", stem + ".idx"}
+        if extras or stem + ".idx" not in names or stem + ".pack" not in names:
+            continue
+        with open(pack_dir / (stem + ".idx"), "rb") as fh:
+            fh.seek(8 + 255 * 4)
+            count = struct.unpack(">I", fh.read(4))[0]
+        out.append(PackInfo(pack_dir / (stem + ".pack"), count))
+    return out
+
+
+def geometric_rollup(packs: Sequence[PackInfo], factor: int = 2) -> list[PackInfo]:
+    """The smallest packs to merge so every remaining pack is at least
+    ``factor`` times the size of all smaller ones together."""
+    ordered = sorted(packs, key=lambda p: p.count)
+    split = 0
+    total = 0
+    for i, pack in enumerate(ordered):
+        if i and pack.count < factor * total:
+            split = i + 1
+        total += pack.count
+    return ordered[:split] if split >= 2 else []
+
+
+def merge_packs(objects_dir: Path, packs: Sequence[PackInfo]) -> Path:
+    """Copy the entries of ``packs`` (unchanged, no recompression) into one new
+    pack.  The old packs are left in place; the caller removes them once the
+    new one is durable."""
+    parts: list[bytes] = []
+    entries: list[tuple[bytes, int, int]] = []
+    offset = 12
+    seen: set[bytes] = set()
+    for info in packs:
+        data = info.pack.read_bytes()
+        index = _read_idx(info.pack.with_suffix(".idx").read_bytes())
+        by_offset = sorted(index, key=lambda e: e[2])
+        ends = [e[2] for e in by_offset[1:]] + [len(data) - 20]
+        for (oid, crc, start), end in zip(by_offset, ends, strict=True):
+            if oid in seen:
+                continue
+            seen.add(oid)
+            raw = data[start:end]
+            entries.append((oid, crc, offset))
+            parts.append(raw)
+            offset += len(raw)
+    body = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
+    pack_sum = hashlib.sha1(body).digest()
+    return _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
+
+
+def remove_pack(pack: Path) -> None:
+    # Index first: without it git no longer looks at the pack.
+    for suffix in (".idx", ".pack"):
+        with contextlib.suppress(FileNotFoundError):
+            pack.with_suffix(suffix).unlink()
