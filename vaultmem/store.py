@@ -287,6 +287,7 @@ class Vault:
                 odb.read(oid)  # libgit2 checks the hash of what it reads
         except (KeyError, pygit2.GitError, ValueError):
             return  # the change never became durable, so it was never acknowledged
+        durable.sync_filesystem(self.path)  # a killed writer may not have reached its sync
         self._set_ref(pygit2.Oid(hex=pending.new))
 
     def _set_ref(self, target: pygit2.Oid) -> None:

@@ -76,8 +76,10 @@ def insert_text(content: str, after_line: int, text: str) -> str:
     for _ in range(after_line):
         nl = content.find("\n", offset)
         if nl == -1:
-            # After the last line, which has no newline of its own.
-            return content + "\n" + (text if text else "\n")
+            # After the last line, which has no newline of its own: the file
+            # keeps having none (an empty inserted line cannot, so it gets one).
+            line_text = text[:-1] if text.endswith("\n") else text
+            return content + "\n" + (line_text if line_text else "\n")
         offset = nl + 1
     return content[:offset] + block + content[offset:]
 

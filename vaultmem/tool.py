@@ -66,7 +66,7 @@ def parse_input(raw: object) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise _fail("Error: the memory tool input must be a JSON object with a `command` field.")
     command = raw.get("command")
-    if command not in _SCHEMA:
+    if not isinstance(command, str) or command not in _SCHEMA:
         shown = f"`{command}`" if isinstance(command, str) else "missing" if command is None else _type_name(command)
         raise _fail(f"Error: Unknown command {shown}. Use one of: {', '.join(_SCHEMA)}.")
     schema = _SCHEMA[command]

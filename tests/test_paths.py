@@ -1,0 +1,293 @@
+"""The path rules of SPEC.md ('Paths'), on the pure parser: no disk involved."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import pytest
+
+from vaultmem import InvalidPathError, VaultError
+from vaultmem.paths import MemoryPath, parse
+
+NFC = "/memories/caf\u00e9/r\u00e9sum\u00e9.txt"
+NFD = unicodedata.normalize("NFD", NFC)
+
+
+# -- what is accepted -----------------------------------------------------------
+
+
+def test_root_is_the_empty_path():
+    root = parse("/memories")
+    assert root.is_root
+    assert root.parts == ()
+    assert root.text == "/memories"
+
+
+def test_root_with_one_trailing_slash_is_the_root_as_a_directory():
+    root = parse("/memories/")
+    assert root.is_root
+    assert root.dir_hint
+    assert root.text == "/memories"
+
+
+def test_a_file_path_keeps_its_segments():
+    path = parse("/memories/projects/alpha/notes.md")
+    assert path.parts == ("projects", "alpha", "notes.md")
+    assert path.text == "/memories/projects/alpha/notes.md"
+    assert str(path) == path.text
+    assert not path.dir_hint
+
+
+def test_one_trailing_slash_asserts_a_directory_and_is_dropped_from_the_text():
+    path = parse("/memories/projects/")
+    assert path.dir_hint
+    assert path.parts == ("projects",)
+    assert path.text == "/memories/projects"
+
+
+def test_nfc_and_nfd_spellings_give_the_same_memory_path():
+    assert NFC != NFD
+    assert parse(NFC) == parse(NFD)
+    assert parse(NFD).text == NFC
+    assert all(unicodedata.is_normalized("NFC", part) for part in parse(NFD).parts)
+
+
+def test_paths_are_case_sensitive():
+    assert parse("/memories/Notes.txt") != parse("/memories/notes.txt")
+    assert parse("/memories/Notes.txt").text == "/memories/Notes.txt"
+
+
+def test_ordinary_names_are_accepted():
+    for name in (
+        "notes.txt",
+        "a b c.md",
+        "日本語のメモ.txt",
+        "ünïcödé",
+        "emoji-😀.md",
+        "-dash",
+        "x" * 255,
+        "é" * 127,
+        "100%",
+        "50%off",
+        "a%20b",
+        ".hidden",
+        "..three",
+        "...",
+        "a..b",
+        "~tilde",
+        "semi;colon",
+        "nbsp\u00a0name",
+    ):
+        assert parse(f"/memories/{name}").parts == (name,)
+
+
+def test_a_segment_of_exactly_255_bytes_is_accepted():
+    assert parse("/memories/" + "a" * 255).parts == ("a" * 255,)
+
+
+def test_a_path_of_exactly_1024_bytes_is_accepted():
+    path = "/memories/" + "/".join(["a" * 200] * 5)
+    path += "/" + "b" * (1024 - len(path.encode()) - 1)
+    assert len(path.encode()) == 1024
+    assert parse(path).text == path
+
+
+def test_byte_limits_apply_after_nfc_normalisation():
+    # 127 decomposed "é" are 381 bytes in NFD but 254 bytes in NFC.
+    segment = unicodedata.normalize("NFD", "é" * 127)
+    assert len(segment.encode()) > 255
+    assert parse("/memories/" + segment).parts == ("é" * 127,)
+
+
+def test_memory_path_helpers_follow_the_tree():
+    path = parse("/memories/a/b/c.txt")
+    assert path.name == "c.txt"
+    assert path.parent == parse("/memories/a/b")
+    assert parse("/memories/a").child("x") == parse("/memories/a/x")
+    assert path.is_within(parse("/memories/a"))
+    assert path.is_within(parse("/memories"))
+    assert not parse("/memories/ab").is_within(parse("/memories/a"))
+    assert path.git_path() == "memories/a/b/c.txt"
+
+
+# -- what is refused, each rule named -------------------------------------------
+
+# (payload, a pattern the message must match to name the rule)
+REFUSALS: list[tuple[object, str]] = [
+    # not a path under /memories
+    ("/memoriesX", r"/memories"),
+    ("/memories2/a", r"/memories"),
+    ("/memories.txt", r"/memories"),
+    ("memories/a", r"/memories"),
+    ("a.txt", r"/memories"),
+    ("/etc/passwd", r"/memories"),
+    ("/", r"/memories"),
+    ("//memories", r"/memories"),
+    ("/MEMORIES/a", r"/memories"),
+    ("/Memories", r"/memories"),
+    ("~/x", r"/memories"),
+    ("file:///memories/a", r"/memories"),
+    (" /memories/a", r"/memories"),
+    # empty
+    ("", r"empty"),
+    # '.' and '..' segments, wherever they are
+    ("/memories/..", r"'\.\.'|\.\."),
+    ("/memories/../x", r"'\.\.'|\.\."),
+    ("/memories/a/../../etc", r"'\.\.'|\.\."),
+    ("/memories/a/../b", r"'\.\.'|\.\."),
+    ("/memories/.", r"'\.'"),
+    ("/memories/./a", r"'\.'"),
+    ("/memories/a/.", r"'\.'"),
+    ("/memories/a/./", r"'\.'"),
+    # backslashes
+    ("/memories/a\\b", r"backslash"),
+    ("/memories\\a", r"backslash"),
+    ("/memories/..\\x", r"backslash"),
+    # control characters (Cc)
+    ("/memories/a\x00b", r"control"),
+    ("/memories/a\x01", r"control"),
+    ("/memories/a\x1f", r"control"),
+    ("/memories/\x7f", r"control"),
+    ("/memories/a\nb", r"control"),
+    ("/memories/a\tb", r"control"),
+    ("/memories/a\rb", r"control"),
+    ("/memories/a\x85b", r"control"),
+    ("/memories/\x1b[31mred", r"control"),
+    # invisible format characters (Cf)
+    ("/memories/a\u200bb", r"invisible|format|zero-width|bidi"),
+    ("/memories/a\u200db", r"invisible|format|zero-width|bidi"),
+    ("/memories/\u202etxt.exe", r"invisible|format|zero-width|bidi"),
+    ("/memories/\u2066a", r"invisible|format|zero-width|bidi"),
+    ("/memories/\ufeffa", r"invisible|format|zero-width|bidi"),
+    ("/memories/soft\u00adhyphen", r"invisible|format|zero-width|bidi"),
+    # percent-encoded traversal, any case, decoded once or twice
+    ("/memories/%2e%2e%2fetc", r"percent|encoded"),
+    ("/memories/%2E%2E%2Fetc", r"percent|encoded"),
+    ("/memories/%2E%2e%2Fetc", r"percent|encoded"),
+    ("/memories/%2e", r"percent|encoded"),
+    ("/memories/a%2fb", r"percent|encoded"),
+    ("/memories/a%2Fb", r"percent|encoded"),
+    ("/memories/a%5cb", r"percent|encoded"),
+    ("/memories/a%5Cb", r"percent|encoded"),
+    ("/memories/%252e%252e%252fetc", r"percent|encoded"),
+    ("/memories/%252E%252E%252F", r"percent|encoded"),
+    ("/memories/a%255cb", r"percent|encoded"),
+    # empty segments other than one trailing slash
+    ("/memories//a", r"empty"),
+    ("/memories/a//b", r"empty"),
+    ("/memories/a//", r"empty"),
+    ("/memories//", r"empty"),
+    # lengths in UTF-8 bytes
+    ("/memories/" + "a" * 256, r"255"),
+    ("/memories/" + "é" * 128, r"255"),
+    ("/memories/" + "/".join(["a" * 200] * 5) + "/" + "b" * 10, r"1,?024"),  # 1,025 bytes
+    # not a string
+    (None, r"string"),
+    (123, r"string"),
+    (["/memories"], r"string"),
+    (b"/memories/a", r"string"),
+]
+
+
+def _id(value: object) -> str:
+    return ascii(value)[:40]
+
+
+@pytest.mark.parametrize(("payload", "rule"), REFUSALS, ids=[_id(p) for p, _ in REFUSALS])
+def test_refusal_names_the_rule(payload, rule):
+    with pytest.raises(InvalidPathError) as info:
+        parse(payload)
+    message = str(info.value)
+    assert message.startswith("Error: ")
+    assert re.search(rule, message, re.IGNORECASE), message
+
+
+@pytest.mark.parametrize(("payload", "rule"), REFUSALS, ids=[_id(p) for p, _ in REFUSALS])
+def test_refusal_is_a_vault_error(payload, rule):
+    with pytest.raises(VaultError):
+        parse(payload)
+
+
+def test_the_1025_byte_path_is_refused_where_1024_is_not():
+    path = "/memories/" + "/".join(["a" * 200] * 5)
+    path += "/" + "b" * (1024 - len(path.encode()) - 1)
+    assert parse(path)
+    with pytest.raises(InvalidPathError, match=r"1,?024"):
+        parse(path + "c")
+
+
+def test_a_256_byte_segment_is_refused_where_255_is_not():
+    assert parse("/memories/d/" + "a" * 255)
+    with pytest.raises(InvalidPathError, match="255"):
+        parse("/memories/d/" + "a" * 256 + "/x")
+
+
+def test_a_lone_surrogate_is_refused():
+    with pytest.raises(InvalidPathError):
+        parse("/memories/a\ud800b")
+
+
+def test_dot_git_is_reserved_in_any_spelling():
+    for payload in ("/memories/.git", "/memories/.git/x", "/memories/a/.GIT/config", "/memories/.Git./x"):
+        with pytest.raises(InvalidPathError, match=r"\.git"):
+            parse(payload)
+
+
+def test_the_different_rules_give_different_messages():
+    messages = set()
+    for payload in (
+        "/memoriesX",
+        "/memories/../x",
+        "/memories/a\\b",
+        "/memories/a\x00",
+        "/memories/a\u200b",
+        "/memories/%2e%2e",
+        "/memories//a",
+        "/memories/" + "a" * 256,
+        "/memories/" + "/".join(["a" * 250] * 5),
+        None,
+    ):
+        with pytest.raises(InvalidPathError) as info:
+            parse(payload)
+        messages.add(str(info.value))
+    assert len(messages) == 10
+
+
+MARKED = [
+    "/memoriesSECRETNAME/a",
+    "SECRETNAME/memories/a",
+    "/memories/SECRETNAME/../x",
+    "/memories/SECRETNAME/./x",
+    "/memories/SECRETNAME\\x",
+    "/memories/SECRETNAME\x00",
+    "/memories/SECRETNAME\u202e",
+    "/memories/SECRETNAME%2e%2e%2f",
+    "/memories/SECRETNAME%252e",
+    "/memories/SECRETNAME//x",
+    "/memories/SECRETNAME" + "a" * 300,
+    "/memories/" + "/".join(["SECRETNAME" + "a" * 200] * 5),
+    "/memories/.git/SECRETNAME",
+]
+
+
+@pytest.mark.parametrize("payload", MARKED, ids=[_id(p) for p in MARKED])
+def test_refusal_never_echoes_the_offending_path(payload):
+    with pytest.raises(InvalidPathError) as info:
+        parse(payload)
+    message = str(info.value)
+    assert "SECRETNAME" not in message
+    assert payload not in message
+    assert not any(unicodedata.category(ch) in ("Cc", "Cf") for ch in message)
+
+
+def test_refusal_is_the_same_whatever_the_offending_name():
+    with pytest.raises(InvalidPathError) as one:
+        parse("/memories/alpha/../x")
+    with pytest.raises(InvalidPathError) as two:
+        parse("/memories/beta-longer-name/../y")
+    assert str(one.value) == str(two.value)
+
+
+def test_parse_returns_a_memory_path():
+    assert isinstance(parse("/memories/a"), MemoryPath)
