@@ -42,12 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _key_args(args: argparse.Namespace) -> dict[str, str]:
-    if args.passphrase:
-        return {"passphrase": getpass.getpass("Vault passphrase: ")}
-    if args.key_file:
-        return {"key_file": args.key_file}
-    return {}
+def _open(args: argparse.Namespace, create: bool = False) -> Vault:
+    passphrase = getpass.getpass("Vault passphrase: ") if args.passphrase else None
+    how = Vault.init if create else Vault.open
+    return how(args.vault, key_file=args.key_file, passphrase=passphrase)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,10 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command == "init":
-            Vault.init(args.vault, **_key_args(args))
+            _open(args, create=True)
             print(f"Created an empty vault in {args.vault}.")
             return 0
-        vault = Vault.open(args.vault, **_key_args(args))
+        vault = _open(args)
         try:
             params = json.loads(args.input)
         except json.JSONDecodeError as err:

@@ -77,16 +77,19 @@ class WriterLock:
         self._mutex = threading.Lock()
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Iterator[bool]:
+        """Hold the lock; yields True when the previous holder died mid-write
+        (after clearing what it left behind)."""
         with self._mutex:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if os.pread(fd, 1, 0) == b"1":
+                dirty = os.pread(fd, 1, 0) == b"1"
+                if dirty:
                     clear_leftovers(self.gitdir)
                 os.pwrite(fd, b"1", 0)
                 try:
-                    yield
+                    yield dirty
                 finally:
                     os.pwrite(fd, b"0", 0)
             finally:

@@ -350,8 +350,9 @@ class Vault:
         """
         _check_label("actor", actor)
         _check_label("session", session, optional=True)
-        with self._lock.hold():
-            self._roll_forward_locked()
+        with self._lock.hold() as dirty:
+            if dirty:  # a writer died mid-write: finish its ref move if it was durable
+                self._roll_forward_locked()
             snap = self.snapshot()
             change = build(snap)
             now = int(self.clock())

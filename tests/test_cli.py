@@ -1,0 +1,98 @@
+"""The `vaultmem` command, run as a real subprocess against real vaults."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import commit_count, git
+
+from vaultmem import Vault, generate_key
+
+
+def run(*args: str, key: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
+    if key is not None:
+        env["VAULTMEM_KEY"] = key
+    return subprocess.run(
+        [sys.executable, "-m", "vaultmem", *args], capture_output=True, text=True, env=env, cwd=cwd, check=False
+    )
+
+
+def test_keygen_prints_a_key_that_opens_a_new_vault(tmp_path: Path) -> None:
+    result = run("keygen")
+    assert result.returncode == 0
+    key = result.stdout.strip()
+    Vault.init(tmp_path / "v", key=key)
+    Vault.open(tmp_path / "v", key=key)
+
+
+def test_init_then_call_records_one_commit_per_mutation(tmp_path: Path) -> None:
+    key = generate_key()
+    vault = str(tmp_path / "agent.vault")
+    assert run("--vault", vault, "init", key=key).returncode == 0
+    create = {"command": "create", "path": "/memories/hello.txt", "file_text": "hi\n"}
+    result = run("--vault", vault, "call", json.dumps(create), "--actor", "ops", "--session", "s-1", key=key)
+    assert result.returncode == 0
+    assert result.stdout == "File created successfully at: /memories/hello.txt\n"
+    view = run("--vault", vault, "call", '{"command": "view", "path": "/memories/hello.txt"}', key=key)
+    assert view.stdout == "Here's the content of /memories/hello.txt with line numbers:\n     1\thi\n"
+    assert commit_count(Path(vault)) == 1
+    assert git(Path(vault), "log", "-1", "--format=%an|%(trailers:key=Vaultmem-Session,valueonly)").strip() == "ops|s-1"
+
+
+def test_a_refused_call_prints_the_tool_message_and_exits_1(tmp_path: Path) -> None:
+    key = generate_key()
+    vault = str(tmp_path / "v")
+    run("--vault", vault, "init", key=key)
+    result = run("--vault", vault, "call", '{"command": "view", "path": "/memories/nope"}', key=key)
+    assert result.returncode == 1
+    assert result.stdout == "The path /memories/nope does not exist. Please provide a valid path.\n"
+
+
+def test_wrong_key_exits_2_with_one_clear_message(tmp_path: Path) -> None:
+    vault = str(tmp_path / "v")
+    run("--vault", vault, "init", key=generate_key())
+    result = run("--vault", vault, "call", '{"command": "view", "path": "/memories"}', key=generate_key())
+    assert result.returncode == 2
+    assert "does not open this vault" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("call", "{}"), "no vault given"),
+        (("--vault", "VAULT", "call", "not json"), "not valid JSON"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    key = generate_key()
+    vault = str(tmp_path / "v")
+    run("--vault", vault, "init", key=key)
+    result = run(*(vault if a == "VAULT" else a for a in args), key=key)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_init_refuses_a_non_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "occupied").mkdir()
+    (tmp_path / "occupied" / "file").write_text("x")
+    result = run("--vault", str(tmp_path / "occupied"), "init", key=generate_key())
+    assert result.returncode == 2
+    assert "not an empty folder" in result.stderr
+
+
+def test_key_file_must_be_private(tmp_path: Path) -> None:
+    key_file = tmp_path / "vault.key"
+    key_file.write_text(generate_key())
+    key_file.chmod(0o644)
+    result = run("--vault", str(tmp_path / "v"), "--key-file", str(key_file), "init")
+    assert result.returncode == 2
+    assert "chmod 600" in result.stderr
+    key_file.chmod(0o600)
+    assert run("--vault", str(tmp_path / "v"), "--key-file", str(key_file), "init").returncode == 0
