@@ -81,7 +81,11 @@ class WriterLock:
         """Hold the lock; yields True when the previous holder died mid-write
         (after clearing what it left behind)."""
         with self._mutex:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            except FileNotFoundError:  # a clone, or the disposable state folder was removed
+                self.path.parent.mkdir(mode=0o700, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 dirty = os.pread(fd, 1, 0) == b"1"
@@ -153,6 +157,15 @@ def write_pending(gitdir: Path, pending: Pending) -> None:
     fd = os.open(pending_path(gitdir), os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         os.pwrite(fd, pending.encode() + b"end\n", 0)
+    finally:
+        os.close(fd)
+
+
+def void_pending(gitdir: Path) -> None:
+    """Make the pending record unreadable (a failed call must not come back)."""
+    fd = os.open(pending_path(gitdir), os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.pwrite(fd, b"void\n", 0)
     finally:
         os.close(fd)
 

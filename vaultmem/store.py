@@ -377,7 +377,11 @@ class Vault:
             pending = durable.Pending(MAIN, old, commit.id.hex(), tuple(o.id.hex() for o in new))
             durable.write_pending(self.path, pending)
             durable.sync_filesystem(self.path)
-            self._set_ref(pygit2.Oid(raw=commit.id))
+            try:
+                self._set_ref(pygit2.Oid(raw=commit.id))
+            except OSError:
+                self._void_pending()
+                raise
             self._maybe_merge_packs()
             return Version(
                 id=commit.id.hex(),
@@ -388,6 +392,18 @@ class Vault:
                 paths=tuple(p.text for p in change.paths),
                 message=message,
             )
+
+    def _void_pending(self) -> None:
+        """The ref could not be moved, so the call fails: make sure the durable
+        pending record cannot roll the change forward later."""
+        try:
+            durable.void_pending(self.path)
+            durable.sync_filesystem(self.path)
+        except OSError as err:
+            raise VaultError(
+                "Error: the storage failed while finishing the change; it will be completed the next time "
+                "the vault is opened."
+            ) from err
 
     def _maybe_merge_packs(self) -> None:
         """Keep the number of small packs logarithmic (checked every few commits)."""
