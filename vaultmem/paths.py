@@ -73,7 +73,12 @@ def _refuse(rule: str) -> InvalidPathError:
     return err
 
 
+_ASCII_BAD = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
 def _check_characters(text: str) -> None:
+    if text.isascii() and not _ASCII_BAD.search(text):
+        return  # the common case: nothing below can match
     for ch in text:
         category = unicodedata.category(ch)
         if category == "Cc":

@@ -29,6 +29,7 @@ from .paths import MemoryPath
 from .snapshot import BLOB, SizeCache, Snapshot, TreeCache, TreeEditor
 
 MAIN = "refs/heads/main"
+MERGE_EVERY = 16  # commits between checks, and the number of packs that makes a merge worth it
 KEYRING_REF = "refs/heads/vaultmem-keyring"
 KEYRING_FILE = "keyring.json"
 COMMITTER = ("vaultmem", "vaultmem@localhost")
@@ -154,6 +155,7 @@ class Vault:
         self._sizes = SizeCache()
         self._trees = TreeCache()
         self._since_merge_check = 0
+        self._retired: list[Path] = []
         self._lock = durable.WriterLock(path)
 
     # -- opening -------------------------------------------------------------
@@ -377,6 +379,7 @@ class Vault:
             pending = durable.Pending(MAIN, old, commit.id.hex(), tuple(o.id.hex() for o in new))
             durable.write_pending(self.path, pending)
             durable.sync_filesystem(self.path)
+            self._remove_retired_packs()
             try:
                 self._set_ref(pygit2.Oid(raw=commit.id))
             except OSError:
@@ -406,22 +409,30 @@ class Vault:
             ) from err
 
     def _maybe_merge_packs(self) -> None:
-        """Keep the number of small packs logarithmic (checked every few commits)."""
+        """Keep the number of small packs logarithmic.
+
+        Checked every ``MERGE_EVERY`` commits.  The merged pack is written
+        without a sync of its own: the packs it replaces are removed only after
+        the next commit's sync has made it durable.
+        """
         self._since_merge_check += 1
-        if self._since_merge_check < 8:
+        if self._since_merge_check < MERGE_EVERY:
             return
         self._since_merge_check = 0
         objects_dir = self.path / "objects"
-        packs = objects.list_packs(objects_dir)
-        if len(packs) < 8:
+        packs = [p for p in objects.list_packs(objects_dir) if p.pack not in self._retired]
+        if len(packs) < MERGE_EVERY:
             return
         victims = objects.geometric_rollup(packs)
-        if not victims:
-            return
-        objects.merge_packs(objects_dir, victims)
-        durable.sync_filesystem(self.path)  # the merged pack is durable before the old ones go
-        for info in victims:
-            objects.remove_pack(info.pack)
+        if victims:
+            objects.merge_packs(objects_dir, victims)
+            self._retired.extend(info.pack for info in victims)
+
+    def _remove_retired_packs(self) -> None:
+        """Called right after a sync: what replaced these packs is durable now."""
+        for pack in self._retired:
+            objects.remove_pack(pack)
+        self._retired.clear()
 
     def _roll_forward_locked(self) -> None:
         pending = durable.read_pending(self.path)

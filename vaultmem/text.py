@@ -46,6 +46,9 @@ def capped_lines(lines: list[str], first: int, cap: int) -> tuple[list[str], int
     pass ``cap`` characters.  Returns the rendered lines and how many source
     lines they cover.  At least one line is shown; one line longer than the cap
     on its own is cut and marked, so paging always makes progress."""
+    rendered_all = [f"{first + offset:>{LINE_NUMBER_WIDTH}}\t{line}" for offset, line in enumerate(lines)]
+    if sum(map(len, rendered_all)) + len(rendered_all) - 1 <= cap:
+        return rendered_all, len(lines)
     out: list[str] = []
     used = 0
     for offset, line in enumerate(lines):
