@@ -1,0 +1,115 @@
+"""vaultmem's own git object and pack writers, checked against libgit2 and stock git."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vaultmem import objects
+
+names = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="/\0"), min_size=1, max_size=12
+).filter(lambda n: n not in (".", ".."))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> pygit2.Repository:
+    return pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(entries=st.dictionaries(names, st.booleans(), min_size=1, max_size=12))
+def test_encode_tree_matches_libgit2_tree_ids(
+    tmp_path_factory: pytest.TempPathFactory, entries: dict[str, bool]
+) -> None:
+    repo = pygit2.init_repository(str(tmp_path_factory.mktemp("t") / "r.git"), bare=True)
+    blob = repo.create_blob(b"content")
+    empty_sub = repo.TreeBuilder()
+    empty_sub.insert("x", blob, pygit2.enums.FileMode.BLOB)
+    sub = empty_sub.write()
+    builder = repo.TreeBuilder()
+    ours: dict[bytes, tuple[int, bytes]] = {}
+    for name, is_dir in entries.items():
+        oid, mode = (sub, pygit2.enums.FileMode.TREE) if is_dir else (blob, pygit2.enums.FileMode.BLOB)
+        builder.insert(name, oid, mode)
+        ours[name.encode()] = (objects.MODE_TREE if is_dir else objects.MODE_BLOB, oid.raw)
+    expected = builder.write()
+    data = objects.encode_tree(ours)
+    assert objects.object_id(objects.TREE, data) == expected.raw
+    assert objects.decode_tree(data) == ours
+
+
+def test_encode_commit_is_read_back_by_libgit2(repo: pygit2.Repository) -> None:
+    tree = objects.packed(objects.TREE, objects.encode_tree({}))
+    commit = objects.packed(
+        objects.COMMIT, objects.encode_commit(tree.id, [], b"bot <bot>", b"vaultmem <v@l>", 1_790_000_000, "m\n")
+    )
+    objects.write_pack(Path(repo.path) / "objects", [tree, commit])
+    read = repo[pygit2.Oid(raw=commit.id)]
+    assert isinstance(read, pygit2.Commit)
+    assert read.author.name == "bot" and read.commit_time == 1_790_000_000 and read.message == "m\n"
+
+
+def _verify_pack(pack: Path) -> str:
+    result = subprocess.run(["git", "verify-pack", "-v", str(pack.with_suffix(".idx"))], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_written_and_merged_packs_pass_git_verify_pack(repo: pygit2.Repository) -> None:
+    objects_dir = Path(repo.path) / "objects"
+    blobs = [[objects.packed(objects.BLOB, b"blob %d-%d" % (i, j)) for j in range(3)] for i in range(5)]
+    packs = [objects.write_pack(objects_dir, group) for group in blobs]
+    for pack in packs:
+        _verify_pack(pack)
+    infos = objects.list_packs(objects_dir)
+    assert sorted(i.count for i in infos) == [3] * 5
+    merged = objects.merge_packs(objects_dir, infos)
+    out = _verify_pack(merged)
+    assert out.count(" blob ") == 15
+    for info in infos:
+        objects.remove_pack(info.pack)
+    assert [p.pack for p in objects.list_packs(objects_dir)] == [merged]
+    for group in blobs:
+        for blob in group:
+            assert repo[pygit2.Oid(raw=blob.id)].read_raw() == blob.data
+
+
+def test_list_packs_leaves_out_packs_with_keep_files(repo: pygit2.Repository) -> None:
+    objects_dir = Path(repo.path) / "objects"
+    kept = objects.write_pack(objects_dir, [objects.packed(objects.BLOB, b"a")])
+    objects.write_pack(objects_dir, [objects.packed(objects.BLOB, b"b")])
+    kept.with_suffix(".keep").write_text("")
+    assert [p.pack for p in objects.list_packs(objects_dir)] != [] and kept not in [
+        p.pack for p in objects.list_packs(objects_dir)
+    ]
+
+
+@given(st.lists(st.integers(min_value=1, max_value=10_000), max_size=30))
+def test_geometric_rollup_merges_the_smallest_until_the_rest_grows_geometrically(counts: list[int]) -> None:
+    packs = sorted((objects.PackInfo(Path(f"p{i}"), c) for i, c in enumerate(counts)), key=lambda p: p.count)
+    victims = objects.geometric_rollup(packs)
+    assert len(victims) != 1
+    assert victims == packs[: len(victims)]
+    for i in range(len(victims), len(packs)):
+        if i:
+            assert packs[i].count >= 2 * sum(p.count for p in packs[:i])
+
+
+def test_many_commits_keep_the_pack_count_small(tmp_path: Path) -> None:
+    from vaultmem import Vault, VaultMemoryTool, generate_key
+
+    vault = Vault.init(tmp_path / "v", key=generate_key())
+    tool = VaultMemoryTool(vault, actor="a")
+    for i in range(200):
+        tool.call({"command": "create", "path": f"/memories/f{i}.txt", "file_text": f"{i}\n"})
+    assert len(objects.list_packs(tmp_path / "v" / "objects")) <= 40
+    assert vault.verify().ok
+    assert len(vault.history()) == 200
+    fsck = subprocess.run(["git", "-C", str(tmp_path / "v"), "fsck", "--strict"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
