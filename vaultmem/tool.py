@@ -399,11 +399,35 @@ def _new_session() -> str:
     return "sess-" + secrets.token_hex(6)
 
 
-class VaultMemoryTool(BetaAbstractMemoryTool):
+class _VaultTool:
+    """What the sync and async tools share: the commands and who they act as."""
+
+    commands: MemoryCommands
+
+    def _setup(self, vault: Vault, actor: str, session: str | None, max_file_bytes: int, view_cap: int) -> None:
+        self.commands = MemoryCommands(
+            vault, actor=actor, session=session or _new_session(), max_file_bytes=max_file_bytes, view_cap=view_cap
+        )
+
+    @property
+    def vault(self) -> Vault:
+        return self.commands.vault
+
+    @property
+    def actor(self) -> str:
+        return self.commands.actor
+
+    @property
+    def session(self) -> str | None:
+        return self.commands.session
+
+
+class VaultMemoryTool(_VaultTool, BetaAbstractMemoryTool):
     """Claude's memory tool backed by a vault; drop it into ``tool_runner``.
 
     ``call()`` takes the tool input as Claude sends it (a plain dict) and returns
-    the result string, or raises ``ToolError`` with SPEC.md's message.
+    the result string, or raises ``ToolError`` with SPEC.md's message.  Without
+    ``session``, each tool gets a random ``sess-...`` id.
     """
 
     def __init__(
@@ -416,18 +440,8 @@ class VaultMemoryTool(BetaAbstractMemoryTool):
         view_cap: int = DEFAULT_VIEW_CAP,
         cache_control: BetaCacheControlEphemeralParam | None = None,
     ) -> None:
-        super().__init__(cache_control=cache_control)
-        self.commands = MemoryCommands(
-            vault, actor=actor, session=session or _new_session(), max_file_bytes=max_file_bytes, view_cap=view_cap
-        )
-
-    @property
-    def vault(self) -> Vault:
-        return self.commands.vault
-
-    @property
-    def session(self) -> str | None:
-        return self.commands.session
+        BetaAbstractMemoryTool.__init__(self, cache_control=cache_control)
+        self._setup(vault, actor, session, max_file_bytes, view_cap)
 
     def call(self, input: object) -> str:
         return self.commands.run(input)
@@ -451,7 +465,7 @@ class VaultMemoryTool(BetaAbstractMemoryTool):
         return self.commands.run(command)
 
 
-class AsyncVaultMemoryTool(BetaAsyncAbstractMemoryTool):
+class AsyncVaultMemoryTool(_VaultTool, BetaAsyncAbstractMemoryTool):
     """The same tool for the async client: each call runs in a worker thread."""
 
     def __init__(
@@ -464,18 +478,8 @@ class AsyncVaultMemoryTool(BetaAsyncAbstractMemoryTool):
         view_cap: int = DEFAULT_VIEW_CAP,
         cache_control: BetaCacheControlEphemeralParam | None = None,
     ) -> None:
-        super().__init__(cache_control=cache_control)
-        self.commands = MemoryCommands(
-            vault, actor=actor, session=session or _new_session(), max_file_bytes=max_file_bytes, view_cap=view_cap
-        )
-
-    @property
-    def vault(self) -> Vault:
-        return self.commands.vault
-
-    @property
-    def session(self) -> str | None:
-        return self.commands.session
+        BetaAsyncAbstractMemoryTool.__init__(self, cache_control=cache_control)
+        self._setup(vault, actor, session, max_file_bytes, view_cap)
 
     async def call(self, input: object) -> str:
         return await anyio.to_thread.run_sync(self.commands.run, input)
