@@ -8,11 +8,10 @@ trees that changed, so untouched files and folders keep their object ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
-
-import pygit2
 
 from . import objects
 from .crypto import Keyring, plaintext_size
@@ -20,8 +19,10 @@ from .errors import ConflictError, NotFoundError
 from .paths import MemoryPath
 
 Kind = Literal["file", "dir"]
-BLOB = pygit2.enums.FileMode.BLOB
-TREE = pygit2.enums.FileMode.TREE
+
+
+ReadRaw = Callable[[bytes], bytes]
+Entries = dict[bytes, tuple[int, bytes]]
 
 
 class SizeCache:
@@ -32,26 +33,22 @@ class SizeCache:
     """
 
     def __init__(self) -> None:
-        self._sizes: dict[pygit2.Oid, int] = {}
+        self._sizes: dict[bytes, int] = {}
 
-    def blob(self, repo: pygit2.Repository, oid: pygit2.Oid) -> int:
+    def blob(self, read: ReadRaw, oid: bytes) -> int:
         size = self._sizes.get(oid)
         if size is None:
-            size = plaintext_size(repo[oid].read_raw())
+            size = plaintext_size(read(oid))
             self._sizes[oid] = size
         return size
 
-    def tree(self, repo: pygit2.Repository, tree: pygit2.Tree) -> int:
-        size = self._sizes.get(tree.id)
+    def tree(self, read: ReadRaw, trees: TreeCache, oid: bytes) -> int:
+        size = self._sizes.get(oid)
         if size is None:
             size = 0
-            for item in tree:
-                if item.filemode == TREE:
-                    assert isinstance(item, pygit2.Tree)
-                    size += self.tree(repo, item)
-                else:
-                    size += self.blob(repo, item.id)
-            self._sizes[tree.id] = size
+            for mode, child in trees.get(read, oid).values():
+                size += self.tree(read, trees, child) if mode == objects.MODE_TREE else self.blob(read, child)
+            self._sizes[oid] = size
         return size
 
 
@@ -65,137 +62,134 @@ class Listed:
     depth: int
 
 
+def _is_hidden(name: str) -> bool:
+    return name.startswith(".") or name == "node_modules"
+
+
 class Snapshot:
-    """The memory as it is in one commit (or the empty memory of a new vault)."""
+    """The memory as it is in one commit (or the empty memory of a new vault).
+
+    Reads go through raw objects and decoded trees (shared caches), so a
+    snapshot of a commit this process just wrote needs no object lookup.
+    """
 
     def __init__(
-        self,
-        repo: pygit2.Repository,
-        keyring: Keyring,
-        sizes: SizeCache,
-        commit: pygit2.Commit | None,
+        self, read: ReadRaw, keyring: Keyring, sizes: SizeCache, trees: TreeCache, commit_id: bytes | None
     ) -> None:
-        self.repo = repo
+        self.read_raw = read
         self.keyring = keyring
         self.sizes = sizes
-        self.commit = commit
-        self.memories: pygit2.Tree | None = None
-        if commit is not None and "memories" in commit.tree:
-            memories = commit.tree["memories"]
-            assert isinstance(memories, pygit2.Tree)
-            self.memories = memories
+        self.trees = trees
+        self.commit_id = commit_id
+        self.memories_id: bytes | None = None
+        if commit_id is not None:
+            commit = read(commit_id)
+            root = trees.get(read, bytes.fromhex(commit[5:45].decode("ascii")))
+            found = root.get(b"memories")
+            if found is not None and found[0] == objects.MODE_TREE:
+                self.memories_id = found[1]
 
     @property
     def id(self) -> str | None:
-        return str(self.commit.id) if self.commit is not None else None
+        return self.commit_id.hex() if self.commit_id is not None else None
 
-    def _object(self, path: MemoryPath) -> pygit2.Object | None:
-        if path.is_root:
-            return self.memories
-        if self.memories is None:
+    def entry(self, path: MemoryPath) -> tuple[int, bytes] | None:
+        """``(mode, id)`` of the file or folder at ``path``, as a tree holds it."""
+        if self.memories_id is None:
             return None
-        try:
-            return self.memories["/".join(path.parts)]
-        except KeyError:
-            return None
+        current = (objects.MODE_TREE, self.memories_id)
+        for part in path.parts:
+            if current[0] != objects.MODE_TREE:
+                return None
+            found = self.trees.get(self.read_raw, current[1]).get(part.encode("utf-8"))
+            if found is None:
+                return None
+            current = found
+        return current
 
     def kind(self, path: MemoryPath) -> Kind | None:
         """``"file"``, ``"dir"`` or None.  ``/memories`` is always a directory."""
         if path.is_root:
             return "dir"
-        obj = self._object(path)
-        if obj is None:
+        found = self.entry(path)
+        if found is None:
             return None
-        return "dir" if obj.filemode == TREE else "file"
-
-    def entry(self, path: MemoryPath) -> tuple[int, bytes] | None:
-        """``(mode, id)`` of the file or folder at ``path``, as a tree holds it."""
-        obj = self._object(path)
-        if obj is None:
-            return None
-        return (objects.MODE_TREE if isinstance(obj, pygit2.Tree) else objects.MODE_BLOB), obj.id.raw
+        return "dir" if found[0] == objects.MODE_TREE else "file"
 
     def read_bytes(self, path: MemoryPath) -> bytes:
-        obj = self._object(path)
-        if obj is None or obj.filemode == TREE:
+        found = self.entry(path)
+        if found is None or found[0] == objects.MODE_TREE:
             raise NotFoundError(f"Error: {path} does not exist or is not a file.")
-        return self.keyring.open(path.text, obj.read_raw())
+        return self.keyring.open(path.text, self.read_raw(found[1]))
 
     def read_text(self, path: MemoryPath) -> str:
         return self.read_bytes(path).decode("utf-8")
 
     def size(self, path: MemoryPath) -> int:
-        obj = self._object(path)
-        if obj is None:
+        found = self.entry(path)
+        if found is None:
             return 0
-        if isinstance(obj, pygit2.Tree):
-            return self.sizes.tree(self.repo, obj)
-        return self.sizes.blob(self.repo, obj.id)
+        if found[0] == objects.MODE_TREE:
+            return self.sizes.tree(self.read_raw, self.trees, found[1])
+        return self.sizes.blob(self.read_raw, found[1])
 
-    def files(self, path: MemoryPath) -> Iterator[tuple[MemoryPath, pygit2.Oid]]:
-        """Every file at or below ``path``, depth first."""
-        obj = self._object(path)
-        if obj is None:
+    def files(self, path: MemoryPath) -> Iterator[tuple[MemoryPath, bytes]]:
+        """Every file at or below ``path`` with its blob id, depth first."""
+        found = self.entry(path)
+        if found is None:
             return
-        if not isinstance(obj, pygit2.Tree):
-            yield path, obj.id
-            return
-        for item in obj:
-            assert item.name is not None
-            yield from self._files_below(path.child(item.name), item)
+        yield from self._files_below(path, found)
 
-    def _files_below(self, path: MemoryPath, obj: pygit2.Object) -> Iterator[tuple[MemoryPath, pygit2.Oid]]:
-        if isinstance(obj, pygit2.Tree):
-            for item in obj:
-                assert item.name is not None
-                yield from self._files_below(path.child(item.name), item)
-        else:
-            yield path, obj.id
+    def _files_below(self, path: MemoryPath, entry: tuple[int, bytes]) -> Iterator[tuple[MemoryPath, bytes]]:
+        mode, oid = entry
+        if mode != objects.MODE_TREE:
+            yield path, oid
+            return
+        for name, child in self.trees.get(self.read_raw, oid).items():
+            yield from self._files_below(path.child(name.decode("utf-8")), child)
 
     def listing(self, path: MemoryPath, depth: int = 2, hidden: bool = False) -> list[Listed]:
         """Entries up to ``depth`` levels below a directory, sorted by name, a
         folder's contents right after it.  Hidden names (``.x``) and
         ``node_modules`` are left out with their contents unless ``hidden``."""
-        obj = self._object(path)
+        found = self.entry(path)
         out: list[Listed] = []
-        if isinstance(obj, pygit2.Tree):
-            self._list(obj, path, 1, depth, hidden, out)
+        if found is not None and found[0] == objects.MODE_TREE:
+            self._list(found[1], path, 1, depth, hidden, out)
         return out
 
-    def _list(
-        self, tree: pygit2.Tree, path: MemoryPath, level: int, depth: int, hidden: bool, out: list[Listed]
-    ) -> None:
-        items = sorted(tree, key=lambda item: item.name or "")
-        for item in items:
-            name = item.name or ""
-            if not hidden and (name.startswith(".") or name == "node_modules"):
+    def _list(self, tree: bytes, path: MemoryPath, level: int, depth: int, hidden: bool, out: list[Listed]) -> None:
+        items = sorted((name.decode("utf-8"), entry) for name, entry in self.trees.get(self.read_raw, tree).items())
+        for name, (mode, oid) in items:
+            if not hidden and _is_hidden(name):
                 continue
             child = path.child(name)
-            if isinstance(item, pygit2.Tree):
-                out.append(Listed(child, "dir", self.sizes.tree(self.repo, item), level))
+            if mode == objects.MODE_TREE:
+                out.append(Listed(child, "dir", self.sizes.tree(self.read_raw, self.trees, oid), level))
                 if level < depth:
-                    self._list(item, child, level + 1, depth, hidden, out)
+                    self._list(oid, child, level + 1, depth, hidden, out)
             else:
-                out.append(Listed(child, "file", self.sizes.blob(self.repo, item.id), level))
+                out.append(Listed(child, "file", self.sizes.blob(self.read_raw, oid), level))
 
 
 class TreeCache:
     """Decoded tree entries by tree id, for the write path (bounded, shared)."""
 
-    def __init__(self, limit: int = 512) -> None:
+    def __init__(self, limit: int = 4096) -> None:
         self.limit = limit
         self._trees: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
 
-    def get(self, repo: pygit2.Repository, oid: bytes) -> dict[bytes, tuple[int, bytes]]:
+    def get(self, read: ReadRaw, oid: bytes) -> Entries:
         entries = self._trees.get(oid)
         if entries is None:
-            entries = objects.decode_tree(repo[pygit2.Oid(raw=oid)].read_raw())
+            entries = objects.decode_tree(read(oid))
             self.put(oid, entries)
         return entries
 
-    def put(self, oid: bytes, entries: dict[bytes, tuple[int, bytes]]) -> None:
+    def put(self, oid: bytes, entries: Entries) -> None:
         if len(self._trees) >= self.limit:
-            self._trees.pop(next(iter(self._trees)))
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
+                self._trees.pop(next(iter(self._trees)))
         self._trees[oid] = entries
 
 
@@ -230,8 +224,8 @@ class TreeEditor:
     """Stages file and folder changes below ``memories/`` and encodes the trees
     that changed; untouched files and folders keep their ids."""
 
-    def __init__(self, repo: pygit2.Repository, trees: TreeCache, memories: bytes | None) -> None:
-        self.repo = repo
+    def __init__(self, read: ReadRaw, trees: TreeCache, memories: bytes | None) -> None:
+        self.read = read
         self.trees = trees
         self._dirs: dict[tuple[str, ...], _Dir] = {}
         self.replace_root(memories)
@@ -240,7 +234,7 @@ class TreeEditor:
     def replace_root(self, memories: bytes | None) -> None:
         """Start over from another ``memories`` tree (a whole-vault restore)."""
         self._root_id = memories
-        self._dirs = {(): _Dir(self.trees.get(self.repo, memories) if memories else None)}
+        self._dirs = {(): _Dir(self.trees.get(self.read, memories) if memories else None)}
 
     def _dir(self, parts: tuple[str, ...], create: bool) -> _Dir | None:
         found = self._dirs.get(parts)
@@ -259,7 +253,7 @@ class TreeEditor:
         elif entry[0] != objects.MODE_TREE:
             raise ConflictError(f"Error: {MemoryPath(parts)} is a file, not a directory.")
         else:
-            found = _Dir(self.trees.get(self.repo, entry[1]))
+            found = _Dir(self.trees.get(self.read, entry[1]))
         self._dirs[parts] = found
         return found
 

@@ -26,7 +26,7 @@ from .errors import (
     VaultError,
 )
 from .paths import MemoryPath
-from .snapshot import BLOB, SizeCache, Snapshot, TreeCache, TreeEditor
+from .snapshot import SizeCache, Snapshot, TreeCache, TreeEditor
 
 MAIN = "refs/heads/main"
 MERGE_EVERY = 16  # commits between checks, and the number of packs that makes a merge worth it
@@ -154,6 +154,7 @@ class Vault:
         self._local = threading.local()
         self._sizes = SizeCache()
         self._trees = TreeCache()
+        self._recent: dict[bytes, bytes] = {}
         self._since_merge_check = 0
         self._retired: list[Path] = []
         self._lock = durable.WriterLock(path)
@@ -311,16 +312,24 @@ class Vault:
 
     def snapshot(self, at: str | None = None) -> Snapshot:
         """A consistent read-only view of the memory, now or at a version."""
-        commit = self._resolve(at) if at is not None else self._head_commit()
-        return Snapshot(self.repo, self.keyring, self._sizes, commit)
+        if at is not None:
+            commit_id: bytes | None = self._resolve(at).id.raw
+        else:
+            head = self._head()
+            commit_id = head.raw if head is not None else None
+        return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit_id)
 
-    def _head_commit(self) -> pygit2.Commit | None:
-        head = self._head()
-        if head is None:
-            return None
-        commit = self.repo[head]
-        assert isinstance(commit, pygit2.Commit)
-        return commit
+    def _read_raw(self, oid: bytes) -> bytes:
+        """An object's data: from the last commit this vault wrote, else git."""
+        data = self._recent.get(oid)
+        if data is None:
+            try:
+                data = bytes(self.repo.odb.read(pygit2.Oid(raw=oid))[1])
+            except (KeyError, pygit2.GitError) as err:
+                raise IntegrityError(
+                    f"Error: object {oid.hex()} is missing from the vault; run `vaultmem verify`."
+                ) from err
+        return data
 
     def _resolve(self, at: str) -> pygit2.Commit:
         if not isinstance(at, str) or not at:
@@ -358,8 +367,8 @@ class Vault:
             snap = self.snapshot()
             change = build(snap)
             now = int(self.clock())
-            old_root = snap.memories.id.raw if snap.memories is not None else None
-            editor = TreeEditor(self.repo, self._trees, old_root)
+            old_root = snap.memories_id
+            editor = TreeEditor(self._read_raw, self._trees, old_root)
             self._stage(snap, editor, change, now)
             memories = editor.write()
             if skip_if_unchanged and memories == old_root:
@@ -367,7 +376,7 @@ class Vault:
             root = objects.packed(
                 objects.TREE, objects.encode_tree({b"memories": (objects.MODE_TREE, memories)} if memories else {})
             )
-            parents = [snap.commit.id.raw] if snap.commit is not None else []
+            parents = [snap.commit_id] if snap.commit_id is not None else []
             message = format_message(change, actor, session)
             commit = objects.packed(
                 objects.COMMIT,
@@ -375,7 +384,7 @@ class Vault:
             )
             new = [*editor.new, root, commit]
             objects.write_pack(self.path / "objects", new)
-            old = str(snap.commit.id) if snap.commit is not None else "0" * 40
+            old = snap.id or "0" * 40
             pending = durable.Pending(MAIN, old, commit.id.hex(), tuple(o.id.hex() for o in new))
             durable.write_pending(self.path, pending)
             durable.sync_filesystem(self.path)
@@ -385,6 +394,7 @@ class Vault:
             except OSError:
                 self._void_pending()
                 raise
+            self._recent = {o.id: o.data for o in new}
             self._maybe_merge_packs()
             return Version(
                 id=commit.id.hex(),
@@ -455,7 +465,7 @@ class Vault:
             if editor.get(new) is not None:
                 raise ConflictError(f"Error: {new} already exists.")
             for file_path, oid in moved:
-                plain = self.keyring.open(file_path.text, self.repo[oid].read_raw())
+                plain = self.keyring.open(file_path.text, self._read_raw(oid))
                 target = MemoryPath(new.parts + file_path.parts[len(old.parts) :])
                 editor.write_blob(target, self.keyring.seal(target.text, plain, now))
             editor.delete(old)
@@ -525,27 +535,27 @@ class Vault:
         head = self._head()
         if head is None:
             return report
-        seen: set[tuple[str, pygit2.Oid]] = set()
+        seen: set[tuple[str, bytes]] = set()
         for commit in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL):
             report.commits += 1
             trailers = parse_trailers(commit.message)
             if "Vaultmem-Command" not in trailers:
                 report.problems.append(f"commit {commit.id}: message has no Vaultmem-Command trailer")
-            snap = Snapshot(self.repo, self.keyring, self._sizes, commit)
+            snap = Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit.id.raw)
             for file_path, oid in snap.files(MemoryPath(())):
                 if (file_path.text, oid) in seen:
                     continue
                 seen.add((file_path.text, oid))
                 report.blobs += 1
                 try:
-                    self.keyring.open(file_path.text, self.repo[oid].read_raw())
+                    self.keyring.open(file_path.text, self._read_raw(oid))
                 except IntegrityError:
                     report.problems.append(f"commit {commit.id}: {file_path} does not authenticate")
         return report
 
 
 def _root_entry(snap: Snapshot) -> tuple[int, bytes] | None:
-    return (objects.MODE_TREE, snap.memories.id.raw) if snap.memories is not None else None
+    return (objects.MODE_TREE, snap.memories_id) if snap.memories_id is not None else None
 
 
 def _ident(name: str, email: str) -> bytes:
@@ -566,7 +576,7 @@ def _write_keyring(
 ) -> None:
     blob = repo.create_blob(keyring.to_bytes())
     builder = repo.TreeBuilder()
-    builder.insert(KEYRING_FILE, blob, BLOB)
+    builder.insert(KEYRING_FILE, blob, pygit2.enums.FileMode.BLOB)
     sig = pygit2.Signature(*COMMITTER, now, 0)
     commit = repo.create_commit(None, sig, sig, message + "\n", builder.write(), [parent] if parent else [])
     repo.references.create(KEYRING_REF, commit, force=True)
