@@ -11,6 +11,7 @@ spread of the SDK's medians across rounds is printed as the noise figure.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -40,8 +41,8 @@ def commands(files: int, tag: str) -> dict[str, Cmd]:
         "str_replace": lambda i: {
             "command": "str_replace",
             "path": f"/memories/d{i % 20}/f{i % files}.txt",
-            "old_str": "note 7:",
-            "new_str": f"note 7 ({tag}{i}):",
+            "old_str": "note 7",  # stays unique: each edit only appends to it
+            "new_str": "note 7+",
         },
         "insert": lambda i: {
             "command": "insert",
@@ -100,11 +101,14 @@ def history_growth(lengths: list[int], calls: int) -> None:
                     }
                 )
             vaults.append(tool)
+        os.sync()  # let the build's writes settle so they do not land on the first measurements
         rows: dict[str, list[float]] = {}
         for name, make in commands(20, "h").items():
-            for tool in vaults:
-                samples = [timed(tool, make(i)) for i in range(calls)]
-                rows.setdefault(name, []).append(statistics.median(samples) * 1e6)
+            samples: list[list[float]] = [[] for _ in vaults]
+            for i in range(calls):  # interleaved, so drift in the machine hits every length alike
+                for k, tool in enumerate(vaults):
+                    samples[k].append(timed(tool, make(i)))
+            rows[name] = [statistics.median(s) * 1e6 for s in samples]
         print(f"{'command':12} " + " ".join(f"{n:>10} commits" for n in lengths) + "   ratio (longest/shortest)")
         for name, values in rows.items():
             print(f"{name:12} " + " ".join(f"{v:15.0f}µs" for v in values) + f"   {values[-1] / values[0]:.2f}")
