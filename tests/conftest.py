@@ -77,9 +77,7 @@ def fail(tool: VaultMemoryTool) -> Callable[..., str]:
 
 def git(vault_path: Path, *args: str, check: bool = True) -> str:
     """Run stock git against the vault, as an auditor would."""
-    result = subprocess.run(
-        ["git", "-C", str(vault_path), *args], capture_output=True, text=True, check=False
-    )
+    result = subprocess.run(["git", "-C", str(vault_path), *args], capture_output=True, text=True, check=False)
     if check and result.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed ({result.returncode}): {result.stderr}")
     return result.stdout

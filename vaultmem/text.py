@@ -81,8 +81,10 @@ def insert_text(content: str, after_line: int, text: str) -> str:
         if nl == -1:
             # After the last line, which has no newline of its own: the file
             # keeps having none (an empty inserted line cannot, so it gets one).
-            line_text = text[:-1] if text.endswith("\n") else text
-            return content + "\n" + (line_text if line_text else "\n")
+            lines_text = text[:-1] if text.endswith("\n") else text
+            # An empty last inserted line needs its newline to exist at all.
+            closing = "\n" if lines_text == "" or lines_text.endswith("\n") else ""
+            return content + "\n" + lines_text + closing
         offset = nl + 1
     return content[:offset] + block + content[offset:]
 
