@@ -3,7 +3,7 @@ the one filesystem sync each acknowledged mutation costs.
 
 A mutation is made durable in this order (see docs/format.md):
 
-1. its new objects are written to the object database (no sync);
+1. its new objects are written as one pack (no sync);
 2. ``vaultmem/pending`` records ``old head -> new head`` and the new object ids;
 3. one ``syncfs`` makes the objects and the record durable together;
 4. ``refs/heads/main`` is moved to the new head (no sync: if it is lost, the
