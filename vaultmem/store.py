@@ -273,8 +273,7 @@ class Vault:
         if pending is None or not self._needs_roll_forward(pending):
             return
         with self._lock.hold():
-            if self._needs_roll_forward(pending):
-                self._apply_pending(pending)
+            self._roll_forward_locked()  # re-read: a live writer may have finished meanwhile
 
     def _needs_roll_forward(self, pending: durable.Pending) -> bool:
         if pending.ref != MAIN:
