@@ -409,3 +409,13 @@ def test_pending_record_round_trips_and_rejects_damage() -> None:
     assert durable.Pending.decode(encoded.replace(b"b" * 40, b"e" * 40)) is None
     assert durable.Pending.decode(b"") is None
     assert durable.Pending.decode(b"\xff\xfe garbage crc 00000000\n") is None
+
+
+def test_a_pack_left_without_its_index_is_cleared_by_the_next_writer(vault, vault_path, tool) -> None:
+    tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
+    orphan = vault_path / "objects" / "pack" / ("pack-" + "ab" * 20 + ".pack")
+    orphan.write_bytes(b"PACK torn by a killed writer")
+    (vault_path / "vaultmem" / "lock").write_bytes(b"1")  # the killed writer never finished
+    tool.call({"command": "create", "path": "/memories/b.txt", "file_text": "b"})
+    assert not orphan.exists()
+    assert vault.read("/memories/b.txt") == "b"

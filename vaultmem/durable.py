@@ -101,7 +101,8 @@ class WriterLock:
 
 
 def clear_leftovers(gitdir: Path) -> None:
-    """Remove what a killed writer can leave: git lock files and temp objects."""
+    """Remove what a killed writer can leave: git lock files, temp objects and
+    a pack whose index was never written."""
     for name in _GIT_LOCKS:
         with contextlib.suppress(FileNotFoundError):
             (gitdir / name).unlink()
@@ -112,6 +113,10 @@ def clear_leftovers(gitdir: Path) -> None:
     for leftover in (objects / "pack").glob("tmp_*"):
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
+    for pack in (objects / "pack").glob("pack-*.pack"):
+        if not pack.with_suffix(".idx").exists():  # written before its index; never visible to git
+            with contextlib.suppress(FileNotFoundError):
+                pack.unlink()
 
 
 @dataclass(frozen=True)
