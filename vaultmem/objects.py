@@ -214,30 +214,49 @@ def geometric_rollup(packs: Sequence[PackInfo], factor: int = 2) -> list[PackInf
     return ordered[:split] if split >= 2 else []
 
 
-def merge_packs(objects_dir: Path, packs: Sequence[PackInfo]) -> Path:
+def _whole_entries(info: PackInfo) -> list[tuple[bytes, int, bytes]] | None:
+    """``(id, crc, raw entry)`` in pack order, or None when the pack holds a
+    delta (git's own packs may): a delta's base offset is relative, so such a
+    pack is left as it is rather than copied entry by entry."""
+    data = info.pack.read_bytes()
+    by_offset = sorted(_read_idx(info.pack.with_suffix(".idx").read_bytes()), key=lambda e: e[2])
+    ends = [e[2] for e in by_offset[1:]] + [len(data) - 20]
+    out: list[tuple[bytes, int, bytes]] = []
+    for (oid, crc, start), end in zip(by_offset, ends, strict=True):
+        if (data[start] >> 4) & 7 not in (COMMIT, TREE, BLOB, 4):  # 4 = tag; 6, 7 = deltas
+            return None
+        out.append((oid, crc, data[start:end]))
+    return out
+
+
+def merge_packs(objects_dir: Path, packs: Sequence[PackInfo]) -> list[PackInfo]:
     """Copy the entries of ``packs`` (unchanged, no recompression) into one new
-    pack.  The old packs are left in place; the caller removes them once the
-    new one is durable."""
+    pack and return the packs it replaces; packs holding deltas are skipped, and
+    nothing is written unless at least two packs can be merged.  The old packs
+    are left in place: the caller removes them once the new one is durable."""
+    merged: list[PackInfo] = []
     parts: list[bytes] = []
     entries: list[tuple[bytes, int, int]] = []
     offset = 12
     seen: set[bytes] = set()
     for info in packs:
-        data = info.pack.read_bytes()
-        index = _read_idx(info.pack.with_suffix(".idx").read_bytes())
-        by_offset = sorted(index, key=lambda e: e[2])
-        ends = [e[2] for e in by_offset[1:]] + [len(data) - 20]
-        for (oid, crc, start), end in zip(by_offset, ends, strict=True):
+        whole = _whole_entries(info)
+        if whole is None:
+            continue
+        merged.append(info)
+        for oid, crc, raw in whole:
             if oid in seen:
                 continue
             seen.add(oid)
-            raw = data[start:end]
             entries.append((oid, crc, offset))
             parts.append(raw)
             offset += len(raw)
+    if len(merged) < 2:
+        return []
     body = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
     pack_sum = hashlib.sha1(body).digest()
-    return _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
+    _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
+    return merged
 
 
 def remove_pack(pack: Path) -> None:

@@ -4,6 +4,7 @@ history, restore, verify.  Knows git; knows nothing about Claude's strings.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -302,11 +303,13 @@ class Vault:
         except FileExistsError:
             durable.clear_leftovers(self.path)  # a killed writer's main.lock; we hold the writer lock
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:
+            ref.parent.mkdir(parents=True, exist_ok=True)  # `git pack-refs` may have removed refs/heads
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, str(target).encode("ascii") + b"\n")
         finally:
             os.close(fd)
-        ref.parent.mkdir(parents=True, exist_ok=True)
         os.rename(lock, ref)
 
     def snapshot(self, at: str | None = None) -> Snapshot:
@@ -420,27 +423,29 @@ class Vault:
     def _maybe_merge_packs(self) -> None:
         """Keep the number of small packs logarithmic.
 
-        Checked every ``MERGE_EVERY`` commits.  The merged pack is written
-        without a sync of its own: the packs it replaces are removed only after
-        the next commit's sync has made it durable.
+        Checked every ``MERGE_EVERY`` commits, after the commit is acknowledged,
+        so it is housekeeping only: a failure here leaves the packs as they are.
+        The merged pack is written without a sync of its own: the packs it
+        replaces are removed only after the next commit's sync made it durable.
         """
         self._since_merge_check += 1
         if self._since_merge_check < MERGE_EVERY:
             return
         self._since_merge_check = 0
         objects_dir = self.path / "objects"
-        packs = [p for p in objects.list_packs(objects_dir) if p.pack not in self._retired]
-        if len(packs) < MERGE_EVERY:
-            return
-        victims = objects.geometric_rollup(packs)
-        if victims:
-            objects.merge_packs(objects_dir, victims)
-            self._retired.extend(info.pack for info in victims)
+        with contextlib.suppress(OSError, ValueError):
+            packs = [p for p in objects.list_packs(objects_dir) if p.pack not in self._retired]
+            if len(packs) >= MERGE_EVERY:
+                victims = objects.geometric_rollup(packs)
+                if victims:
+                    self._retired.extend(info.pack for info in objects.merge_packs(objects_dir, victims))
 
     def _remove_retired_packs(self) -> None:
-        """Called right after a sync: what replaced these packs is durable now."""
-        for pack in self._retired:
-            objects.remove_pack(pack)
+        """Called right after a sync: what replaced these packs is durable now.
+        Best effort: a pack that stays is only a duplicate."""
+        with contextlib.suppress(OSError):
+            for pack in self._retired:
+                objects.remove_pack(pack)
         self._retired.clear()
 
     def _roll_forward_locked(self) -> None:
