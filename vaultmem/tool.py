@@ -25,7 +25,7 @@ from anthropic.types.beta import (
 from . import paths, text
 from .errors import InvalidPathError, VaultError
 from .paths import MemoryPath
-from .snapshot import Snapshot
+from .snapshot import Listed, Snapshot
 from .store import Change, Vault
 
 DEFAULT_MAX_FILE_BYTES = 100 * 1024
@@ -218,16 +218,16 @@ class MemoryCommands:
         ]
         used = len(out[1])
         entries = snap.listing(path)
+
+        def shown_path(entry: Listed) -> str:
+            return f"{base}/" + "/".join(entry.path.parts[len(path.parts) :])
+
         for index, entry in enumerate(entries):
-            rel = "/".join(entry.path.parts[len(path.parts) :]) + ("/" if entry.kind == "dir" else "")
-            line = f"{text.format_size(entry.size)}\t{base}/{rel}"
+            line = f"{text.format_size(entry.size)}\t{shown_path(entry)}" + ("/" if entry.kind == "dir" else "")
             if used + len(line) + 1 > self.view_cap:
-                folders = [e for e in entries if e.kind == "dir" and e.depth == 1]
-                hint = folders[0].path.text if folders else shown
-                for e in entries[index:]:
-                    if e.kind == "dir":
-                        hint = f"{base}/" + "/".join(e.path.parts[len(path.parts) :])
-                        break
+                # Suggest the first folder not shown yet, else the first one shown.
+                folders = [e for e in entries[index:] + entries[:index] if e.kind == "dir"]
+                hint = shown_path(folders[0]) if folders else shown
                 out.append(
                     f"[Listing cut at {self.view_cap:,} characters after {index} of {len(entries)} entries; "
                     f"view a subdirectory such as {hint} to see the rest.]"
