@@ -3,6 +3,7 @@ readers never wait for writers."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -317,3 +318,42 @@ def test_a_snapshot_stays_consistent_while_writes_land(vault: Vault, call) -> No
     assert snap.read_text(parse("/memories/a.txt")) == "one\n"
     assert snap.kind(parse("/memories/b.txt")) is None
     assert vault.snapshot().kind(parse("/memories/a.txt")) is None
+
+
+def test_the_writer_lock_follows_a_lock_file_that_was_removed(vault: Vault, vault_path: Path, key: str) -> None:
+    """The lock file's descriptor is kept open between writes; if an operator
+    removes the (disposable) state folder, the next write must lock the new
+    file, or it would exclude nobody."""
+    tool = VaultMemoryTool(vault, actor="a")
+    tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
+    lock_file = vault_path / "vaultmem" / "lock"
+    lock_file.unlink()
+    (vault_path / "vaultmem" / "pending").unlink()
+    (vault_path / "vaultmem").rmdir()
+    other = Vault.open(vault_path, key=key)
+    with other._lock.hold():  # makes a new lock file and holds it
+        probe = os.open(lock_file, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    with vault._lock.hold():  # the first vault follows the new file
+        probe = os.open(lock_file, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    tool.call({"command": "create", "path": "/memories/b.txt", "file_text": "b"})
+    assert commit_count(vault_path) == 2
+
+
+def test_closing_a_vault_releases_its_descriptor_and_it_still_writes(vault: Vault, vault_path: Path) -> None:
+    tool = VaultMemoryTool(vault, actor="a")
+    tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
+    before = len(os.listdir("/proc/self/fd"))
+    vault.close()
+    assert len(os.listdir("/proc/self/fd")) == before - 1
+    tool.call({"command": "create", "path": "/memories/b.txt", "file_text": "b"})
+    assert commit_count(vault_path) == 2

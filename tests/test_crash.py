@@ -73,8 +73,8 @@ def actual_state(vault: Vault, vault_path: Path, r: int) -> tuple[dict[str, str]
 class DiesBeforeRefMove(Vault):
     """A writer that dies after the pending record is durable, before the ref moves."""
 
-    def _set_ref(self, target) -> None:
-        os._exit(7)
+    def _rename_ref(self, lock: str) -> None:
+        os._exit(7)  # main.lock stays behind, as after a real kill
 
 
 # A single-threaded helper that imports vaultmem once and forks a worker per
@@ -264,11 +264,11 @@ class RefMoveFails(Vault):
 
     fail_next = False
 
-    def _set_ref(self, target) -> None:
+    def _rename_ref(self, lock: str) -> None:
         if RefMoveFails.fail_next:
             RefMoveFails.fail_next = False
             raise OSError(5, "Input/output error")
-        super()._set_ref(target)
+        super()._rename_ref(lock)
 
 
 def test_a_write_reported_as_failed_is_not_resurrected_later(vault: Vault, vault_path: Path, key: str) -> None:
@@ -293,6 +293,35 @@ def test_a_write_reported_as_failed_is_not_resurrected_later(vault: Vault, vault
     fsck_clean(vault_path)
 
 
+def test_a_failed_sync_fails_the_call_and_leaves_nothing(
+    vault: Vault, vault_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync is what makes a change durable: when it fails the call fails,
+    the ref lock is gone and no later open brings the change back."""
+    tool = VaultMemoryTool(vault, actor="t")
+    tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
+    real_sync = durable.sync_filesystem
+    calls = {"n": 0}
+
+    def failing_once(gitdir: Path) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(5, "Input/output error")
+        real_sync(gitdir)
+
+    monkeypatch.setattr(durable, "sync_filesystem", failing_once)
+    with pytest.raises(ToolError):
+        tool.call({"command": "create", "path": "/memories/b.txt", "file_text": "b"})
+    assert not (vault_path / "refs/heads/main.lock").exists()
+    monkeypatch.setattr(durable, "sync_filesystem", real_sync)
+    Vault.open(vault_path, key=key)
+    names = git(vault_path, "ls-tree", "-r", "--name-only", "main").split()
+    assert names == ["memories/a.txt"]
+    tool.call({"command": "create", "path": "/memories/c.txt", "file_text": "c"})
+    assert commit_count(vault_path) == 2
+    fsck_clean(vault_path)
+
+
 # -- the pending record and roll-forward -------------------------------------------
 
 
@@ -305,6 +334,7 @@ def died_before_ref_move(helper: Helper, vault: Vault, vault_path: Path, key: st
     acks, code = helper.finish()
     assert (acks, code) == ([], 7)
     assert git(vault_path, "rev-parse", "main").strip() == head  # the ref never moved
+    assert (vault_path / "refs/heads/main.lock").exists()  # left by the killed writer
     pending = durable.read_pending(vault_path)
     assert pending is not None and pending.old == head and pending.new != head
     assert git(vault_path, "cat-file", "-t", pending.new).strip() == "commit"

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vaultmem import objects
+from vaultmem.paths import is_git_reserved
 
 names = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="/\0"), min_size=1, max_size=12
-).filter(lambda n: n not in (".", "..") and n.casefold().rstrip(". ") != ".git")  # libgit2 refuses .git
+).filter(lambda n: n not in (".", "..") and not is_git_reserved(n))  # libgit2 refuses .git, GIT~1, ...
 
 
 @pytest.fixture

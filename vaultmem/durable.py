@@ -21,6 +21,7 @@ import ctypes
 import fcntl
 import os
 import threading
+import weakref
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -75,19 +76,57 @@ class WriterLock:
         self.gitdir = gitdir
         self.path = gitdir / STATE_DIR / "lock"
         self._mutex = threading.Lock()
+        self._fd = -1
+        self._pid = 0
+        self._finalizer: weakref.finalize[[int], WriterLock] | None = None
+
+    def _open(self) -> int:
+        """The lock file, opened once per process (a forked child opens its own:
+        ``flock`` belongs to the open file, which a child would share)."""
+        if self._fd >= 0 and self._pid == os.getpid():
+            return self._fd
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:  # a clone, or the disposable state folder was removed
+            self.path.parent.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._fd, self._pid = fd, os.getpid()
+        self._finalizer = weakref.finalize(self, os.close, fd)
+        return fd
+
+    def _still_the_lock_file(self, fd: int) -> bool:
+        """A lock on a file someone removed or replaced excludes nobody."""
+        try:
+            here = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)
+
+    def _drop(self) -> None:
+        if self._finalizer is not None and self._pid == os.getpid():
+            self._finalizer()
+        elif self._finalizer is not None:
+            self._finalizer.detach()  # the parent's descriptor: the parent closes it
+        self._finalizer = None
+        self._fd = -1
+
+    def close(self) -> None:
+        with self._mutex:
+            self._drop()
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[bool]:
         """Hold the lock; yields True when the previous holder died mid-write
         (after clearing what it left behind)."""
         with self._mutex:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            except FileNotFoundError:  # a clone, or the disposable state folder was removed
-                self.path.parent.mkdir(mode=0o700, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
+            fd = self._open()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            while not self._still_the_lock_file(fd):
+                self._drop()
+                fd = self._open()
                 fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
                 dirty = os.pread(fd, 1, 0) == b"1"
                 if dirty:
                     clear_leftovers(self.gitdir)
@@ -97,7 +136,7 @@ class WriterLock:
                 finally:
                     os.pwrite(fd, b"0", 0)
             finally:
-                os.close(fd)  # closing releases the flock
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def clear_leftovers(gitdir: Path) -> None:

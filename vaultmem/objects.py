@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import re
 import struct
@@ -82,33 +83,53 @@ def _entry_header(kind: int, size: int) -> bytes:
     return bytes(out)
 
 
+def deflate_stored(data: bytes) -> bytes:
+    """``data`` as a zlib stream of stored (uncompressed) blocks.
+
+    Pack entries must be zlib streams, but compressing buys little here: blobs
+    are base64 ciphertext and trees mostly object ids, while setting up zlib
+    costs tens of microseconds per object, the largest CPU cost of a write.
+    ``git gc`` recompresses if an operator wants smaller packs.
+    """
+    out = [b"\x78\x01"]
+    end = len(data)
+    start = 0
+    while True:
+        chunk = data[start : start + 0xFFFF]
+        start += len(chunk)
+        final = start >= end
+        out.append(struct.pack("<BHH", final, len(chunk), len(chunk) ^ 0xFFFF))
+        out.append(chunk)
+        if final:
+            break
+    out.append(struct.pack(">I", zlib.adler32(data)))
+    return b"".join(out)
+
+
 def _build_idx(entries: Sequence[tuple[bytes, int, int]], pack_sum: bytes) -> bytes:
     """Index v2 for ``(id, crc32, offset)`` entries."""
     ordered = sorted(entries)
-    fanout = [0] * 256
+    count = len(ordered)
+    per_byte = [0] * 256
     for oid, _, _ in ordered:
-        fanout[oid[0]] += 1
-    running = 0
-    for i in range(256):
-        running += fanout[i]
-        fanout[i] = running
-    large: list[int] = []
-    offsets = bytearray()
+        per_byte[oid[0]] += 1
+    large = [offset for _, _, offset in ordered if offset >= 0x80000000]
+    small: list[int] = []
+    spilled = 0
     for _, _, offset in ordered:
         if offset < 0x80000000:
-            offsets += struct.pack(">I", offset)
+            small.append(offset)
         else:
-            offsets += struct.pack(">I", 0x80000000 | len(large))
-            large.append(offset)
+            small.append(0x80000000 | spilled)
+            spilled += 1
     body = b"".join(
         [
-            b"\377tOc",
-            struct.pack(">I", 2),
-            struct.pack(">256I", *fanout),
+            b"\377tOc\0\0\0\2",
+            struct.pack(">256I", *itertools.accumulate(per_byte)),
             b"".join(oid for oid, _, _ in ordered),
-            b"".join(struct.pack(">I", crc) for _, crc, _ in ordered),
-            bytes(offsets),
-            b"".join(struct.pack(">Q", o) for o in large),
+            struct.pack(f">{count}I", *(crc for _, crc, _ in ordered)),
+            struct.pack(f">{count}I", *small),
+            struct.pack(f">{len(large)}Q", *large),
             pack_sum,
         ]
     )
@@ -143,10 +164,7 @@ def write_pack(objects_dir: Path, objects: Iterable[PackedObject]) -> Path:
     items = list({o.id: o for o in objects}.values())
     offset = 12
     for obj in items:
-        # Blobs are base64 ciphertext: zlib would save a quarter of their size
-        # at the cost of most of a write's CPU time, so they are stored as is.
-        level = 0 if obj.kind == BLOB else 1
-        raw = _entry_header(obj.kind, len(obj.data)) + zlib.compress(obj.data, level)
+        raw = _entry_header(obj.kind, len(obj.data)) + deflate_stored(obj.data)
         entries.append((obj.id, zlib.crc32(raw), offset))
         parts.append(raw)
         offset += len(raw)

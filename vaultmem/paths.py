@@ -100,7 +100,7 @@ def _check_encoding(text: str) -> None:
     _check_characters(twice)
 
 
-def _is_git_reserved(segment: str) -> bool:
+def is_git_reserved(segment: str) -> bool:
     # A tree entry git itself refuses (`git fsck`: hasDotgit), in any spelling
     # that names `.git` on a case-insensitive, NTFS or HFS+ filesystem.
     folded = "".join(ch for ch in segment if unicodedata.category(ch) != "Cf").casefold()
@@ -140,7 +140,7 @@ def parse(path: object) -> MemoryPath:
             raise _refuse("'.' and '..' segments are not allowed")
         if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
             raise _refuse(f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes")
-        if _is_git_reserved(segment):
+        if is_git_reserved(segment):
             raise _refuse("the name .git is reserved")
     return MemoryPath(tuple(segments), dir_hint)
 

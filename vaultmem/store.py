@@ -159,6 +159,18 @@ class Vault:
         self._since_merge_check = 0
         self._retired: list[Path] = []
         self._lock = durable.WriterLock(path)
+        self._ref_path = os.path.join(path, MAIN)
+        self._objects_dir = path / "objects"
+
+    def close(self) -> None:
+        """Release the lock file's descriptor (reopened if the vault is used again)."""
+        self._lock.close()
+
+    def __enter__(self) -> Vault:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- opening -------------------------------------------------------------
 
@@ -296,21 +308,31 @@ class Vault:
     def _set_ref(self, target: pygit2.Oid) -> None:
         """Move ``main`` the way git does (lock file, then rename), without the
         object lookups libgit2 would make first: we just wrote the commit."""
-        ref = self.path / MAIN
-        lock = ref.with_name(ref.name + ".lock")
+        self._rename_ref(self._lock_ref(target))
+
+    def _lock_ref(self, target: pygit2.Oid) -> str:
+        """Write ``main.lock`` holding ``target``; git refuses to move ``main``
+        while it exists.  Returns the lock's path."""
+        lock = self._ref_path + ".lock"
         try:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             durable.clear_leftovers(self.path)  # a killed writer's main.lock; we hold the writer lock
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:
-            ref.parent.mkdir(parents=True, exist_ok=True)  # `git pack-refs` may have removed refs/heads
+            os.makedirs(os.path.dirname(lock), exist_ok=True)  # `git pack-refs` may have removed refs/heads
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, str(target).encode("ascii") + b"\n")
-        finally:
+        except OSError:
             os.close(fd)
-        os.rename(lock, ref)
+            os.unlink(lock)
+            raise
+        os.close(fd)
+        return lock
+
+    def _rename_ref(self, lock: str) -> None:
+        os.rename(lock, self._ref_path)
 
     def snapshot(self, at: str | None = None) -> Snapshot:
         """A consistent read-only view of the memory, now or at a version."""
@@ -385,15 +407,27 @@ class Vault:
                 objects.encode_commit(root.id, parents, _ident(actor, actor), _ident(*COMMITTER), now, message),
             )
             new = [*editor.new, root, commit]
-            objects.write_pack(self.path / "objects", new)
+            objects.write_pack(self._objects_dir, new)
             old = snap.id or "0" * 40
             pending = durable.Pending(MAIN, old, commit.id.hex(), tuple(o.id.hex() for o in new))
             durable.write_pending(self.path, pending)
-            durable.sync_filesystem(self.path)
+            # The ref's lock file is written before the sync, so the sync makes
+            # its content durable too and the rename after it is cheap (ext4
+            # flushes a file renamed over another one if it still has dirty data).
+            lock = self._lock_ref(pygit2.Oid(raw=commit.id))
+            try:
+                durable.sync_filesystem(self.path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock)
+                self._void_pending()
+                raise
             self._remove_retired_packs()
             try:
-                self._set_ref(pygit2.Oid(raw=commit.id))
+                self._rename_ref(lock)
             except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock)
                 self._void_pending()
                 raise
             self._recent = {o.id: o.data for o in new}
@@ -416,8 +450,8 @@ class Vault:
             durable.sync_filesystem(self.path)
         except OSError as err:
             raise VaultError(
-                "Error: the storage failed while finishing the change; it will be completed the next time "
-                "the vault is opened."
+                "Error: the storage failed while finishing the change; it may be completed the next time "
+                "the vault is opened (check with history())."
             ) from err
 
     def _maybe_merge_packs(self) -> None:
