@@ -5,7 +5,10 @@ repository: ``git log`` is the audit trail, any earlier state can be restored,
 and nothing readable sits at rest.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .crypto import generate_key
+from .diff import FileChange
 from .errors import (
     AlreadyExistsError,
     BadKeyError,
@@ -18,10 +21,26 @@ from .errors import (
     VaultError,
     WrongKeyError,
 )
-from .store import Change, Vault, VerifyReport, Version
-from .tool import AsyncVaultMemoryTool, VaultMemoryTool
+from .history import Version
+from .keys import KeyInfo
+from .store import Change, Entry, Vault
+from .verify import Finding, VerifyReport
+
+if TYPE_CHECKING:
+    from .tool import AsyncVaultMemoryTool, VaultMemoryTool
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The tool classes import the Anthropic SDK (most of a second); commands
+    # that never talk to Claude, such as git's textconv driver, skip it.
+    if name in ("VaultMemoryTool", "AsyncVaultMemoryTool"):
+        from . import tool
+
+        return getattr(tool, name)
+    raise AttributeError(f"module 'vaultmem' has no attribute {name!r}")
+
 
 __all__ = [
     "AlreadyExistsError",
@@ -29,8 +48,12 @@ __all__ = [
     "BadKeyError",
     "Change",
     "ConflictError",
+    "Entry",
+    "FileChange",
+    "Finding",
     "IntegrityError",
     "InvalidPathError",
+    "KeyInfo",
     "LimitError",
     "NotAVaultError",
     "NotFoundError",

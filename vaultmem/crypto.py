@@ -15,6 +15,8 @@ path, or a header whose length was edited, fails to open.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -31,6 +33,7 @@ from .errors import BadKeyError, IntegrityError, NotAVaultError, WrongKeyError
 FORMAT_VERSION = 1
 BLOB_MAGIC = b"vaultmem-blob"
 ENV_KEY = "VAULTMEM_KEY"
+_SEAL_PREFIX = b"vaultmem-seal 1\0"
 
 # scrypt cost for passphrases: 2**15 * 8 * 128 bytes = 32 MiB and ~0.1 s per open.
 SCRYPT_N = 2**15
@@ -41,6 +44,15 @@ SCRYPT_P = 1
 def generate_key() -> str:
     """A new random user key, as the string ``key=`` and ``VAULTMEM_KEY`` take."""
     return Fernet.generate_key().decode("ascii")
+
+
+def _derive(secret: bytes, purpose: bytes) -> bytes:
+    """A subkey for one purpose, so no key is ever used for two things."""
+    return hmac.new(secret, purpose, hashlib.sha256).digest()
+
+
+def _mac(key: bytes, data: bytes) -> str:
+    return _b64(hmac.new(key, data, hashlib.sha256).digest()).rstrip("=")
 
 
 def _b64(data: bytes) -> str:
@@ -57,6 +69,7 @@ class UserKey:
 
     fernet: Fernet = field(repr=False)
     source: str = "key"
+    mac_key: bytes = field(default=b"", repr=False)  # authenticates the keyring document
 
     @classmethod
     def from_string(cls, key: str, source: str = "key") -> UserKey:
@@ -71,7 +84,7 @@ class UserKey:
                 f"Error: the {source} is not a vaultmem key (expected the 44-character string that "
                 "`vaultmem keygen` prints); for a passphrase use passphrase= instead."
             )
-        return cls(Fernet(base64.urlsafe_b64encode(raw)), source)
+        return cls(Fernet(base64.urlsafe_b64encode(raw)), source, _derive(raw, b"vaultmem keyring mac 1"))
 
     @classmethod
     def from_passphrase(cls, passphrase: str, kdf: Mapping[str, Any]) -> UserKey:
@@ -82,7 +95,7 @@ class UserKey:
         except (KeyError, ValueError, TypeError) as err:
             raise NotAVaultError("Error: the vault's keyring has malformed passphrase settings.") from err
         raw = scrypt.derive(passphrase.encode("utf-8"))
-        return cls(Fernet(base64.urlsafe_b64encode(raw)), "passphrase")
+        return cls(Fernet(base64.urlsafe_b64encode(raw)), "passphrase", _derive(raw, b"vaultmem keyring mac 1"))
 
 
 def new_kdf_params() -> dict[str, Any]:
@@ -118,18 +131,42 @@ def key_from_environment(environ: Mapping[str, str] | None = None) -> UserKey | 
 class DataKey:
     id: str
     fernet: Fernet = field(repr=False)
+    seal_key: bytes = field(default=b"", repr=False)  # authenticates commits
+
+    @classmethod
+    def from_raw(cls, key_id: str, raw: bytes) -> DataKey:
+        return cls(key_id, Fernet(raw), _derive(base64.urlsafe_b64decode(raw), b"vaultmem commit seal 1"))
 
 
 class Keyring:
-    """The unwrapped data keys of a vault, and the document they are stored in."""
+    """The unwrapped data keys of a vault, and the document they are stored in.
 
-    def __init__(self, doc: dict[str, Any], keys: dict[str, DataKey]) -> None:
+    The document carries a MAC under the user's key: someone without the key
+    can still edit the JSON (drop an entry, change the active key), and that
+    must be detected.  A keyring that fails its checks still opens for reading
+    (``intact`` is False and ``problems`` says why); writes refuse it.
+    """
+
+    def __init__(self, doc: dict[str, Any], keys: dict[str, DataKey], user_key: UserKey) -> None:
         self.doc = doc
         self.keys = keys
+        self.user_key = user_key
+        self.problems: list[str] = []
+
+    @property
+    def intact(self) -> bool:
+        return not self.problems
 
     @property
     def active(self) -> DataKey:
-        return self.keys[self.doc["active"]]
+        key = self.keys.get(self.doc.get("active") or "")
+        if key is None or not self.intact:
+            raise IntegrityError(
+                "Error: the vault's keyring has been altered since vaultmem last wrote it ("
+                + "; ".join(self.problems or ["no active data key"])
+                + "); writes are refused until an operator checks it with `vaultmem verify`."
+            )
+        return key
 
     @property
     def protector(self) -> dict[str, Any]:
@@ -144,18 +181,36 @@ class Keyring:
             "data_keys": [],
             "active": None,
         }
-        ring = cls(doc, {})
-        ring.add_data_key(user_key, now)
+        ring = cls(doc, {}, user_key)
+        ring.add_data_key(now)
         return ring
 
-    def add_data_key(self, user_key: UserKey, now: int) -> DataKey:
+    def add_data_key(self, now: int) -> DataKey:
+        """Start a new data key: it becomes the active one; old ones stay."""
         raw = Fernet.generate_key()
-        key = DataKey(secrets.token_hex(8), Fernet(raw))
-        wrapped = user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
+        key = DataKey.from_raw(secrets.token_hex(8), raw)
+        wrapped = self.user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
         self.doc["data_keys"].append({"id": key.id, "wrapped": wrapped, "created": now})
         self.doc["active"] = key.id
         self.keys[key.id] = key
+        self._sign()
         return key
+
+    def rewrap(self, new_user_key: UserKey, protector: dict[str, Any], now: int) -> None:
+        """Wrap every data key under a new user key (the data keys stay)."""
+        raws = {
+            entry["id"]: self.user_key.fernet.decrypt(entry["wrapped"].encode("ascii"))
+            for entry in self.doc["data_keys"]
+        }
+        for entry in self.doc["data_keys"]:
+            entry["wrapped"] = new_user_key.fernet.encrypt_at_time(raws[entry["id"]], now).decode("ascii")
+        self.doc["protector"] = protector
+        self.user_key = new_user_key
+        self._sign()
+
+    def _sign(self) -> None:
+        self.doc["mac"] = document_mac(self.doc, self.user_key)
+        self.problems = []
 
     @staticmethod
     def parse(data: bytes) -> dict[str, Any]:
@@ -174,22 +229,42 @@ class Keyring:
 
     @classmethod
     def unlock(cls, doc: dict[str, Any], user_key: UserKey) -> Keyring:
+        """Unwrap every data key; a wrong user key is one WrongKeyError here."""
         keys: dict[str, DataKey] = {}
         try:
             entries = list(doc["data_keys"])
+            if not entries:
+                raise NotAVaultError("Error: the vault's keyring holds no data keys; restore it from a clone.")
             for entry in entries:
                 raw = user_key.fernet.decrypt(entry["wrapped"].encode("ascii"))
-                keys[entry["id"]] = DataKey(entry["id"], Fernet(raw))
-            if doc["active"] not in keys:
-                raise NotAVaultError("Error: the vault's keyring names no usable active data key.")
+                keys[entry["id"]] = DataKey.from_raw(entry["id"], raw)
         except InvalidToken as err:
             raise WrongKeyError(f"Error: the {user_key.source} given does not open this vault.") from err
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise NotAVaultError("Error: the vault's keyring is malformed; the folder is damaged.") from err
-        return cls(doc, keys)
+        ring = cls(doc, keys, user_key)
+        ring.problems = keyring_problems(doc, user_key)
+        return ring
 
     def to_bytes(self) -> bytes:
         return (json.dumps(self.doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+    # -- commit seals ----------------------------------------------------------
+
+    def seal_commit(self, data: bytes) -> bytes:
+        """``<key id> <mac>`` for a commit object's bytes (without the seal)."""
+        key = self.active
+        return f"{key.id} {_mac(key.seal_key, _SEAL_PREFIX + data)}".encode("ascii")
+
+    def check_commit_seal(self, seal: bytes, data: bytes) -> str | None:
+        """None if ``seal`` authenticates ``data``, else what is wrong."""
+        key_id, _, mac = seal.decode("ascii", "replace").partition(" ")
+        key = self.keys.get(key_id)
+        if key is None:
+            return f"sealed with data key {key_id!r}, which is not in the keyring"
+        if not hmac.compare_digest(mac, _mac(key.seal_key, _SEAL_PREFIX + data)):
+            return "the seal does not match the commit: it was made or changed without the key"
+        return None
 
     # -- blobs -------------------------------------------------------------
 
@@ -214,6 +289,49 @@ class Keyring:
         if not sep or bound != path.encode("utf-8") or len(content) != length:
             raise bad
         return content
+
+    def open_any(self, blob: bytes) -> tuple[str, bytes]:
+        """``(path, content)`` of a blob whose path is not known (git's textconv)."""
+        key_id, length, token = _split_blob(blob)
+        key = self.keys.get(key_id)
+        bad = IntegrityError("Error: the blob failed authentication; run `vaultmem verify`.")
+        if key is None:
+            raise bad
+        try:
+            payload = key.fernet.decrypt(token)
+        except InvalidToken as err:
+            raise bad from err
+        bound, sep, content = payload.partition(b"\0")
+        if not sep or len(content) != length:
+            raise bad
+        try:
+            return bound.decode("utf-8"), content
+        except UnicodeDecodeError as err:
+            raise bad from err
+
+    def key_id_of(self, blob: bytes) -> str:
+        return _split_blob(blob[:128] if b"\n" in blob[:128] else blob)[0]
+
+
+def document_mac(doc: Mapping[str, Any], user_key: UserKey) -> str:
+    body = {k: v for k, v in doc.items() if k != "mac"}
+    return _mac(user_key.mac_key, json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+
+
+def keyring_problems(doc: Mapping[str, Any], user_key: UserKey) -> list[str]:
+    """What is wrong with a keyring document that the user's key opens."""
+    problems: list[str] = []
+    mac = doc.get("mac")
+    if not isinstance(mac, str):
+        problems.append("the keyring carries no MAC")
+    elif not hmac.compare_digest(mac, document_mac(doc, user_key)):
+        problems.append("the keyring's MAC does not match: it was edited without the key")
+    ids = [entry.get("id") for entry in doc.get("data_keys", []) if isinstance(entry, dict)]
+    if len(set(ids)) != len(ids):
+        problems.append("the keyring lists a data key twice")
+    if doc.get("active") not in ids:
+        problems.append(f"the active data key {doc.get('active')!r} is not in the keyring")
+    return problems
 
 
 def _split_blob(blob: bytes) -> tuple[str, int, bytes]:

@@ -50,13 +50,21 @@ def decode_tree(data: bytes) -> dict[bytes, tuple[int, bytes]]:
 
 
 def encode_commit(
-    tree: bytes, parents: Sequence[bytes], author: bytes, committer: bytes, when: int, message: str
+    tree: bytes,
+    parents: Sequence[bytes],
+    author: bytes,
+    committer: bytes,
+    when: int,
+    message: str,
+    extra: Sequence[tuple[bytes, bytes]] = (),
 ) -> bytes:
-    """A commit object; ``author``/``committer`` are ``Name <email>`` bytes, time in UTC."""
+    """A commit object; ``author``/``committer`` are ``Name <email>`` bytes, time
+    in UTC; ``extra`` headers follow the committer (as git's ``gpgsig`` does)."""
     lines = [b"tree " + tree.hex().encode()]
     lines += [b"parent " + p.hex().encode() for p in parents]
     lines.append(b"author %s %d +0000" % (author, when))
     lines.append(b"committer %s %d +0000" % (committer, when))
+    lines += [name + b" " + value for name, value in extra]
     return b"\n".join(lines) + b"\n\n" + message.encode("utf-8")
 
 

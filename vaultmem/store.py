@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -16,8 +17,9 @@ from typing import Any
 
 import pygit2
 
-from . import durable, objects, paths
+from . import durable, keys, objects, paths
 from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
+from .diff import FileChange, changes, unified
 from .errors import (
     BadKeyError,
     ConflictError,
@@ -26,17 +28,19 @@ from .errors import (
     NotFoundError,
     VaultError,
 )
+from .history import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_message, parse_when, walk
+from .keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from .paths import MemoryPath
 from .snapshot import SizeCache, Snapshot, TreeCache, TreeEditor
+from .verify import Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
 MERGE_EVERY = 16  # commits between checks, and the number of packs that makes a merge worth it
-KEYRING_REF = "refs/heads/vaultmem-keyring"
-KEYRING_FILE = "keyring.json"
 COMMITTER = ("vaultmem", "vaultmem@localhost")
 Clock = Callable[[], float]
 
 _SIGNATURE_BAD = set("<>\n\r\0")
+_TIME_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]|$)")
 
 
 def _check_label(kind: str, value: str | None, optional: bool = False) -> None:
@@ -81,65 +85,6 @@ class Change:
     def move(self, old: MemoryPath, new: MemoryPath) -> Change:
         self.moves.append((old, new))
         return self
-
-
-@dataclass(frozen=True)
-class Version:
-    """One commit of the memory history, as an auditor reads it."""
-
-    id: str
-    time: datetime
-    actor: str
-    session: str | None
-    command: str
-    paths: tuple[str, ...]
-    message: str
-
-    @classmethod
-    def from_commit(cls, commit: pygit2.Commit) -> Version:
-        trailers = parse_trailers(commit.message)
-        return cls(
-            id=str(commit.id),
-            time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
-            actor=trailers.get("Vaultmem-Actor", [commit.author.name])[0],
-            session=trailers.get("Vaultmem-Session", [None])[0],
-            command=trailers.get("Vaultmem-Command", [""])[0],
-            paths=tuple(trailers.get("Vaultmem-Path", [])),
-            message=commit.message,
-        )
-
-
-def parse_trailers(message: str) -> dict[str, list[str]]:
-    """The ``Key: value`` lines of a message's last paragraph."""
-    out: dict[str, list[str]] = {}
-    last = message.strip().split("\n\n")[-1]
-    for line in last.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key and " " not in key:
-            out.setdefault(key, []).append(value)
-    return out
-
-
-def format_message(change: Change, actor: str, session: str | None) -> str:
-    subject = f"memory: {change.command} " + " -> ".join(p.text for p in change.paths)
-    lines = [f"Vaultmem-Command: {change.command}"]
-    lines += [f"Vaultmem-Path: {p.text}" for p in change.paths]
-    lines.append(f"Vaultmem-Actor: {actor}")
-    if session is not None:
-        lines.append(f"Vaultmem-Session: {session}")
-    lines += [f"{k}: {v}" for k, v in change.trailers]
-    return subject + "\n\n" + "\n".join(lines) + "\n"
-
-
-@dataclass
-class VerifyReport:
-    commits: int = 0
-    blobs: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 # -- the vault ---------------------------------------------------------------
@@ -233,7 +178,7 @@ class Vault:
         repo.config["vaultmem.format"] = "1"
         (folder / durable.STATE_DIR).mkdir(mode=0o700)
         keyring = Keyring.create(user_key, protector, now)
-        _write_keyring(repo, keyring, "vaultmem: create keyring", now, parent=None)
+        write_keyring(repo, folder, keyring, "vaultmem: create keyring", now)
         durable.sync_filesystem(folder)
         return cls(folder, keyring, clock)
 
@@ -259,7 +204,7 @@ class Vault:
         ref = repo.references.get(KEYRING_REF)
         if not repo.is_bare or ref is None:
             raise NotAVaultError(f"Error: {folder} is not a vault (a git repository without a vaultmem keyring).")
-        doc = Keyring.parse(_keyring_blob(repo, ref.target))
+        doc = Keyring.parse(keyring_blob(repo, ref.target))
         user_key = cls._user_key(key, key_file, passphrase, doc.get("protector"))
         vault = cls(folder, Keyring.unlock(doc, user_key), clock)
         vault._roll_forward()
@@ -334,7 +279,7 @@ class Vault:
     def _rename_ref(self, lock: str) -> None:
         os.rename(lock, self._ref_path)
 
-    def snapshot(self, at: str | None = None) -> Snapshot:
+    def snapshot(self, at: str | datetime | None = None) -> Snapshot:
         """A consistent read-only view of the memory, now or at a version."""
         if at is not None:
             commit_id: bytes | None = self._resolve(at).id.raw
@@ -355,14 +300,26 @@ class Vault:
                 ) from err
         return data
 
-    def _resolve(self, at: str) -> pygit2.Commit:
-        if not isinstance(at, str) or not at:
-            raise NotFoundError("Error: a version must be a commit id string.")
+    def _resolve(self, at: str | datetime) -> pygit2.Commit:
+        """A commit of ``main``'s history: by id, git revision or point in time.
+        Commits outside that history (the keyring branch, dangling objects) are
+        not versions of the memory and are refused."""
+        head = self._head()
+        if isinstance(at, datetime) or (isinstance(at, str) and _looks_like_time(at)):
+            when = parse_when(at)
+            if head is not None:
+                for commit in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL):
+                    if commit.author.time <= when.timestamp():
+                        return commit
+            raise NotFoundError(f"Error: no version at or before {when.isoformat()}; the history starts later.")
+        if not isinstance(at, str) or not at.strip():
+            raise NotFoundError("Error: a version must be an id, a revision such as main~2, or a time.")
         try:
-            obj = self.repo.revparse_single(at)
-            commit = obj.peel(pygit2.Commit)
+            commit = self.repo.revparse_single(at.strip()).peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as err:
             raise NotFoundError(f"Error: no version {at!r} in this vault; list versions with history().") from err
+        if head is None or (commit.id != head and not self.repo.descendant_of(head, commit.id)):
+            raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")
         return commit
 
     # -- writing -------------------------------------------------------------
@@ -401,11 +358,10 @@ class Vault:
                 objects.TREE, objects.encode_tree({b"memories": (objects.MODE_TREE, memories)} if memories else {})
             )
             parents = [snap.commit_id] if snap.commit_id is not None else []
-            message = format_message(change, actor, session)
-            commit = objects.packed(
-                objects.COMMIT,
-                objects.encode_commit(root.id, parents, _ident(actor, actor), _ident(*COMMITTER), now, message),
-            )
+            message = format_message(change.command, change.paths, actor, session, change.trailers)
+            who = (root.id, parents, _ident(actor, actor), _ident(*COMMITTER), now, message)
+            seal = self.keyring.seal_commit(objects.encode_commit(*who))
+            commit = objects.packed(objects.COMMIT, objects.encode_commit(*who, extra=[(SEAL_HEADER, seal)]))
             new = [*editor.new, root, commit]
             objects.write_pack(self._objects_dir, new)
             old = snap.id or "0" * 40
@@ -440,6 +396,7 @@ class Vault:
                 command=change.command,
                 paths=tuple(p.text for p in change.paths),
                 message=message,
+                restored_from=next((v for k, v in change.trailers if k == RESTORED_FROM), None),
             )
 
     def _void_pending(self) -> None:
@@ -512,8 +469,14 @@ class Vault:
 
     # -- reading and auditing ----------------------------------------------
 
-    def read(self, path: str, at: str | None = None) -> str:
-        """A file's text now, or at an earlier version id."""
+    def resolve(self, at: str | datetime) -> Version:
+        """The version ``at`` names: an id (or an unambiguous prefix), a git
+        revision such as ``main~2``, or a point in time (the newest version at
+        or before it; see :func:`history.parse_when`)."""
+        return Version.from_commit(self._resolve(at))
+
+    def read(self, path: str, at: str | datetime | None = None) -> str:
+        """A file's text now, or at an earlier version."""
         target = paths.parse(path)
         snap = self.snapshot(at)
         if snap.kind(target) != "file":
@@ -521,75 +484,202 @@ class Vault:
             raise NotFoundError(f"Error: no file {target}{where}.")
         return snap.read_text(target)
 
-    def history(self, path: str | None = None, limit: int | None = None) -> list[Version]:
-        """Versions newest first; with ``path``, only those that changed it."""
-        target = paths.parse(path) if path is not None else None
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
+    def listing(
+        self, path: str = "/memories", at: str | datetime | None = None, depth: int | None = None
+    ) -> list[Entry]:
+        """Every file and folder below ``path`` (hidden ones included), sorted
+        by path, with plaintext sizes; ``depth=1`` lists direct children only."""
+        target = paths.parse(path)
+        if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
+            raise VaultError("Error: depth must be a positive integer.")
+        snap = self.snapshot(at)
+        kind = snap.kind(target)
+        if kind is None:
+            where = f" at version {at}" if at is not None else ""
+            raise NotFoundError(f"Error: no file or folder {target}{where}.")
+        if kind == "file":
+            return [Entry(target.text, "file", snap.size(target))]
+        listed = snap.listing(target, depth=depth or 1_000_000, hidden=True)
+        return sorted((Entry(item.path.text, item.kind, item.size) for item in listed), key=lambda e: e.path)
+
+    def history(
+        self,
+        path: str | None = None,
+        limit: int | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        actor: str | None = None,
+        session: str | None = None,
+        command: str | None = None,
+    ) -> list[Version]:
+        """Versions newest first, filtered (all filters must hold).  With
+        ``path``, the versions that changed it, followed back across renames."""
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise VaultError("Error: limit must be a non-negative integer.")
+        for name, value in (("actor", actor), ("session", session), ("command", command)):
+            if value is not None and not isinstance(value, str):
+                raise VaultError(f"Error: {name} must be a string.")
+        filters = Filters(
+            path=paths.parse(path) if path is not None else None,
+            since=parse_when(since, "since time") if since is not None else None,
+            until=parse_when(until, "until time") if until is not None else None,
+            actor=actor,
+            session=session,
+            command=command,
+        )
         head = self._head()
         out: list[Version] = []
-        if head is None:
+        if head is None or limit == 0:
             return out
-        for commit in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL):
+        for version in walk(self.repo, head, filters):
+            out.append(version)
             if limit is not None and len(out) >= limit:
                 break
-            if target is not None and not self._touches(commit, target):
-                continue
-            out.append(Version.from_commit(commit))
         return out
 
-    def _touches(self, commit: pygit2.Commit, target: MemoryPath) -> bool:
-        def entry(c: pygit2.Commit) -> pygit2.Oid | None:
-            try:
-                return c.tree[target.git_path()].id
-            except KeyError:
-                return None
+    def changes(self, a: str | datetime, b: str | datetime | None = None, path: str | None = None) -> list[FileChange]:
+        """Files that differ from version ``a`` to ``b`` (default: now), decrypted."""
+        target = paths.parse(path) if path is not None else MemoryPath(())
+        return changes(self.snapshot(a), self.snapshot(b), target)
 
-        mine = entry(commit)
-        if not commit.parents:
-            return mine is not None
-        return any(entry(parent) != mine for parent in commit.parents)
+    def diff(self, a: str | datetime, b: str | datetime | None = None, path: str | None = None) -> str:
+        """A unified diff of the decrypted text from version ``a`` to ``b``."""
+        return unified(self.changes(a, b, path))
 
     def restore(
-        self, at: str, path: str | None = None, *, actor: str = "vaultmem", session: str | None = None
+        self, at: str | datetime, path: str | None = None, *, actor: str = "vaultmem", session: str | None = None
     ) -> Version | None:
         """Make the whole memory (or one path) exactly as it was at ``at``, as a
         new commit; a path that did not exist then is removed.  Returns None when
         nothing would change."""
+        return self._restore("restore", self._resolve(at), path, actor, session)
+
+    def undo(self, n: int = 1, *, actor: str = "vaultmem", session: str | None = None) -> Version | None:
+        """Make the memory as it was ``n`` versions ago, as a new commit (history
+        is never rewritten; undoing an undo brings the change back)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise VaultError("Error: undo takes a number of versions of at least 1.")
+        head = self._head()
+        versions = 0 if head is None else sum(1 for _ in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL))
+        if n > versions:
+            raise VaultError(f"Error: cannot undo {n} versions: the vault has {versions}.")
+        if n == versions:  # before the first version: the empty memory
+            return self._restore("undo", None, None, actor, session)
+        return self._restore("undo", self._resolve(f"main~{n}"), None, actor, session)
+
+    def _restore(
+        self, command: str, commit: pygit2.Commit | None, path: str | None, actor: str, session: str | None
+    ) -> Version | None:
         target = paths.parse(path) if path is not None else MemoryPath(())
-        source = self.snapshot(at)
+        source = Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit.id.raw if commit else None)
+        origin = str(commit.id) if commit is not None else "0" * 40
 
         def build(snap: Snapshot) -> Change:
-            change = Change("restore", (target,), trailers=[("Vaultmem-Restored-From", str(source.id))])
+            change = Change(command, (target,), trailers=[(RESTORED_FROM, origin)])
             change.restores.append((target, source.entry(target) if not target.is_root else _root_entry(source)))
             return change
 
         return self.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
 
-    def verify(self) -> VerifyReport:
-        """Check that every file version in the history authenticates under the
-        keyring at the path it is stored at, and every commit message parses."""
-        report = VerifyReport()
-        head = self._head()
-        if head is None:
-            return report
-        seen: set[tuple[str, bytes]] = set()
-        for commit in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL):
-            report.commits += 1
-            trailers = parse_trailers(commit.message)
-            if "Vaultmem-Command" not in trailers:
-                report.problems.append(f"commit {commit.id}: message has no Vaultmem-Command trailer")
-            snap = Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit.id.raw)
-            for file_path, oid in snap.files(MemoryPath(())):
-                if (file_path.text, oid) in seen:
-                    continue
-                seen.add((file_path.text, oid))
-                report.blobs += 1
-                try:
-                    self.keyring.open(file_path.text, self._read_raw(oid))
-                except IntegrityError:
-                    report.problems.append(f"commit {commit.id}: {file_path} does not authenticate")
-        return report
+    def verify(self, progress: Progress | None = None) -> VerifyReport:
+        """Check every commit and object of the history, and the keyring as it
+        is on disk now; see :mod:`vaultmem.verify`."""
+        ref = self.repo.references.get(KEYRING_REF)
+        doc: dict[str, Any] | None = None
+        if ref is not None:
+            try:
+                doc = Keyring.parse(keyring_blob(self.repo, ref.target))
+            except VaultError:
+                doc = None
+        return verify(self.repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
+
+    # -- keys (vaultmem.keys does the work) --------------------------------------
+
+    def keys(self) -> list[KeyInfo]:
+        """The data keys, oldest first; new writes use the active one."""
+        return keys.list_keys(self.keyring)
+
+    def change_key(
+        self,
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+    ) -> None:
+        """Protect the vault with a new user key or passphrase.  Only the
+        keyring is rewrapped: instant whatever the history's size."""
+        given = [v for v in (key, key_file, passphrase) if v is not None]
+        if len(given) != 1:
+            raise BadKeyError("Error: give exactly one of key=, key_file= or passphrase= for the new key.")
+        protector: dict[str, Any] = {"kind": "key"}
+        if passphrase is not None:
+            protector = {"kind": "passphrase", **new_kdf_params()}
+            new_key = UserKey.from_passphrase(passphrase, protector)
+        else:
+            new_key = self._user_key(key, key_file, None, None)
+        with self._lock.hold():
+            keys.check_unchanged(self.repo, self.keyring)
+            now = int(self.clock())
+            self.keyring.rewrap(new_key, protector, now)
+            write_keyring(self.repo, self.path, self.keyring, "vaultmem: change the user key", now)
+
+    def rotate_key(
+        self, *, reencrypt: bool = False, actor: str = "vaultmem", progress: Progress | None = None
+    ) -> KeyInfo:
+        """Start a new data key: new writes use it, older keys stay to read the
+        history.  With ``reencrypt``, one more commit ("rekey") re-encrypts every
+        current file under the new key."""
+        with self._lock.hold():
+            keys.check_unchanged(self.repo, self.keyring)
+            now = int(self.clock())
+            new = self.keyring.add_data_key(now)
+            write_keyring(self.repo, self.path, self.keyring, "vaultmem: start a new data key", now)
+        if reencrypt:
+            self.mutate(lambda snap: self._reencrypt(snap, progress), actor=actor, skip_if_unchanged=True)
+        return next(info for info in self.keys() if info.id == new.id)
+
+    def _reencrypt(self, snap: Snapshot, progress: Progress | None) -> Change:
+        files = list(snap.files(MemoryPath(())))
+        change = Change("rekey", (MemoryPath(()),))
+        for done, (file_path, oid) in enumerate(files, 1):
+            change.write(file_path, self.keyring.open(file_path.text, self._read_raw(oid)))
+            if progress is not None:
+                progress(done, len(files))
+        return change
+
+    def decrypt_blob(self, data: bytes) -> tuple[str, str]:
+        """``(path, text)`` of a raw vaultmem blob (for git's textconv driver)."""
+        path, content = self.keyring.open_any(data)
+        return path, content.decode("utf-8")
+
+    def configure_textconv(self, command: str) -> None:
+        """Let stock git show decrypted text (``git log -p``, ``git diff``) to
+        whoever runs it with the key.  The textconv cache stays off: it would
+        store plaintext in git notes."""
+        config = self.repo.config
+        config["diff.vaultmem.textconv"] = command
+        config["diff.vaultmem.cachetextconv"] = "false"
+        info = self.path / "info"
+        info.mkdir(exist_ok=True)
+        attributes = info / "attributes"
+        line = "memories/** diff=vaultmem"
+        existing = attributes.read_text(encoding="utf-8").splitlines() if attributes.exists() else []
+        if line not in existing:
+            attributes.write_text("\n".join([*existing, line]) + "\n", encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file or folder of a listing."""
+
+    path: str
+    kind: str
+    size: int
+
+
+def _looks_like_time(text: str) -> bool:
+    """``2026-11-01``, ``2026-11-01 09:00``, ...: a date, never a revision."""
+    return bool(_TIME_LIKE.match(text.strip()))
 
 
 def _root_entry(snap: Snapshot) -> tuple[int, bytes] | None:
@@ -598,23 +688,3 @@ def _root_entry(snap: Snapshot) -> tuple[int, bytes] | None:
 
 def _ident(name: str, email: str) -> bytes:
     return f"{name} <{email}>".encode()
-
-
-def _keyring_blob(repo: pygit2.Repository, target: Any) -> bytes:
-    try:
-        commit = repo[target]
-        blob = commit.peel(pygit2.Commit).tree[KEYRING_FILE]
-        return bytes(blob.read_raw())
-    except (KeyError, ValueError, pygit2.GitError) as err:
-        raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
-
-
-def _write_keyring(
-    repo: pygit2.Repository, keyring: Keyring, message: str, now: int, parent: pygit2.Oid | None
-) -> None:
-    blob = repo.create_blob(keyring.to_bytes())
-    builder = repo.TreeBuilder()
-    builder.insert(KEYRING_FILE, blob, pygit2.enums.FileMode.BLOB)
-    sig = pygit2.Signature(*COMMITTER, now, 0)
-    commit = repo.create_commit(None, sig, sig, message + "\n", builder.write(), [parent] if parent else [])
-    repo.references.create(KEYRING_REF, commit, force=True)

@@ -1,0 +1,98 @@
+"""What changed between two versions, decrypted: per-file changes and a
+unified diff.  Folders whose tree ids are equal are skipped unopened."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Literal
+
+from . import objects
+from .paths import MemoryPath
+from .snapshot import Snapshot
+
+Status = Literal["added", "deleted", "modified"]
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    status: Status
+    old: str | None
+    new: str | None
+
+
+def changes(a: Snapshot, b: Snapshot, path: MemoryPath) -> list[FileChange]:
+    """Files at or below ``path`` that differ from ``a`` to ``b``, in path order."""
+    found: list[tuple[MemoryPath, bytes | None, bytes | None]] = []
+    _compare(a, b, path, _entry(a, path), _entry(b, path), found)
+    out: list[FileChange] = []
+    for file_path, old_id, new_id in sorted(found, key=lambda item: item[0].parts):
+        old = a.keyring.open(file_path.text, a.read_raw(old_id)).decode("utf-8") if old_id else None
+        new = b.keyring.open(file_path.text, b.read_raw(new_id)).decode("utf-8") if new_id else None
+        if old == new:
+            continue  # re-encrypted (a rekey, a rename back): same text, new blob
+        status: Status = "added" if old is None else "deleted" if new is None else "modified"
+        out.append(FileChange(file_path.text, status, old, new))
+    return out
+
+
+def _root(snap: Snapshot) -> tuple[int, bytes] | None:
+    return (objects.MODE_TREE, snap.memories_id) if snap.memories_id is not None else None
+
+
+def _entry(snap: Snapshot, path: MemoryPath) -> tuple[int, bytes] | None:
+    return _root(snap) if path.is_root else snap.entry(path)
+
+
+def _compare(
+    a: Snapshot,
+    b: Snapshot,
+    path: MemoryPath,
+    old: tuple[int, bytes] | None,
+    new: tuple[int, bytes] | None,
+    out: list[tuple[MemoryPath, bytes | None, bytes | None]],
+) -> None:
+    if old == new:
+        return
+    old_is_dir = old is not None and old[0] == objects.MODE_TREE
+    new_is_dir = new is not None and new[0] == objects.MODE_TREE
+    if not old_is_dir and not new_is_dir:
+        out.append((path, old[1] if old else None, new[1] if new else None))
+        return
+    if old is not None and not old_is_dir:  # a file became a folder
+        out.append((path, old[1], None))
+        old = None
+    if new is not None and not new_is_dir:  # a folder became a file
+        out.append((path, None, new[1]))
+        new = None
+    old_entries = a.trees.get(a.read_raw, old[1]) if old else {}
+    new_entries = b.trees.get(b.read_raw, new[1]) if new else {}
+    for name in sorted(set(old_entries) | set(new_entries)):
+        _compare(a, b, path.child(name.decode("utf-8")), old_entries.get(name), new_entries.get(name), out)
+
+
+def unified(found: list[FileChange]) -> str:
+    """git-style unified diff text for ``found`` ("" when it is empty)."""
+    parts: list[str] = []
+    for change in found:
+        name = change.path.lstrip("/")
+        before = (change.old or "").splitlines(keepends=True)
+        after = (change.new or "").splitlines(keepends=True)
+        lines = list(
+            difflib.unified_diff(
+                before,
+                after,
+                fromfile=f"a/{name}" if change.old is not None else "/dev/null",
+                tofile=f"b/{name}" if change.new is not None else "/dev/null",
+                n=3,
+            )
+        )
+        if not lines:  # an empty file added or deleted
+            lines = [
+                f"--- {'a/' + name if change.old is not None else '/dev/null'}\n",
+                f"+++ {'b/' + name if change.new is not None else '/dev/null'}\n",
+            ]
+        for line in lines:
+            parts.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(parts)

@@ -1,0 +1,242 @@
+"""``vault.verify()``: prove that nothing in a vault was altered.
+
+Walks every commit of ``main`` and every object it reaches, and checks:
+
+- each commit's seal (an HMAC under a data key over the whole commit object):
+  a commit made or rewritten without the key fails it;
+- each message parses and names a known command, its paths and its actor;
+- each tree is well formed and canonical (git's order, only vaultmem's two
+  modes, names a memory path may have);
+- each blob authenticates under the keyring *at the path it is stored at*, so
+  a blob moved or copied to another path is caught;
+- the keyring document, re-read from disk: its MAC, its entries, its active key.
+
+Read-only: it writes nothing, not even caches on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pygit2
+
+from . import objects
+from .crypto import Keyring, UserKey, keyring_problems
+from .errors import VaultError
+from .history import COMMANDS, parse_trailers, split_seal
+from .paths import MemoryPath, parse
+
+Progress = Callable[[int, int], None]
+Kind = Literal["object", "seal", "message", "tree", "blob", "keyring"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: Kind
+    version: str | None
+    path: str | None
+    detail: str
+
+    def __str__(self) -> str:
+        where = " ".join(part for part in (self.version[:12] if self.version else None, self.path) if part)
+        return f"{self.kind}: {where + ': ' if where else ''}{self.detail}"
+
+
+@dataclass
+class VerifyReport:
+    commits: int = 0
+    blobs: int = 0
+    trees: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def problems(self) -> list[str]:
+        return [str(f) for f in self.findings]
+
+
+class Verifier:
+    def __init__(self, repo: pygit2.Repository, keyring: Keyring, report: VerifyReport) -> None:
+        self.repo = repo
+        self.keyring = keyring
+        self.report = report
+        self._trees_ok: dict[bytes, dict[bytes, tuple[int, bytes]] | None] = {}
+        self._checked: set[tuple[str, bytes]] = set()
+        self._commit = ""
+
+    def find(self, kind: Kind, path: str | None, detail: str) -> None:
+        self.report.findings.append(Finding(kind, self._commit or None, path, detail))
+
+    def read(self, oid: bytes, path: str | None) -> tuple[int, bytes] | None:
+        try:
+            kind, data = self.repo.odb.read(pygit2.Oid(raw=oid))
+        except (KeyError, ValueError, pygit2.GitError) as err:
+            self.find("object", path, f"object {oid.hex()} is missing or does not match its id ({err})")
+            return None
+        return int(kind), bytes(data)
+
+    def commit(self, oid: pygit2.Oid) -> None:
+        self._commit = str(oid)
+        self.report.commits += 1
+        found = self.read(oid.raw, None)
+        if found is None:
+            return
+        kind, raw = found
+        if kind != pygit2.enums.ObjectType.COMMIT:
+            self.find("object", None, "main points at something that is not a commit")
+            return
+        self._check_seal(raw)
+        head, _, message = raw.partition(b"\n\n")
+        self._check_message(head, message)
+        tree_line = head.split(b"\n", 1)[0]
+        if not tree_line.startswith(b"tree ") or len(tree_line) != 45:
+            self.find("object", None, "the commit names no tree")
+            return
+        self._root(bytes.fromhex(tree_line[5:].decode("ascii")))
+
+    def _check_seal(self, raw: bytes) -> None:
+        body, seal = split_seal(raw)
+        if seal is None:
+            self.find("seal", None, "the commit carries no vaultmem-seal: it was not written by vaultmem with the key")
+            return
+        problem = self.keyring.check_commit_seal(seal, body)
+        if problem is not None:
+            self.find("seal", None, problem)
+
+    def _check_message(self, head: bytes, message: bytes) -> None:
+        try:
+            text = message.decode("utf-8")
+        except UnicodeDecodeError:
+            self.find("message", None, "the message is not UTF-8")
+            return
+        trailers = parse_trailers(text)
+        command = trailers.get("Vaultmem-Command", [None])[0]
+        if command not in COMMANDS:
+            self.find("message", None, f"unknown or missing Vaultmem-Command ({command!r})")
+        if not text.startswith("memory: "):
+            self.find("message", None, "the subject does not start with 'memory: '")
+        actors = trailers.get("Vaultmem-Actor", [])
+        if len(actors) != 1:
+            self.find("message", None, "the message must name exactly one Vaultmem-Actor")
+        elif not any(line.startswith(b"author " + actors[0].encode() + b" <") for line in head.split(b"\n")):
+            self.find("message", None, "the commit's author is not its Vaultmem-Actor")
+        if command is not None and not trailers.get("Vaultmem-Path"):
+            self.find("message", None, "the message names no Vaultmem-Path")
+        for value in trailers.get("Vaultmem-Path", []):
+            try:
+                parse(value)
+            except VaultError:
+                self.find("message", None, f"Vaultmem-Path {value!r} is not a memory path")
+
+    def _root(self, tree_id: bytes) -> None:
+        entries = self._tree(tree_id, "/")
+        if entries is None:
+            return
+        extra = set(entries) - {b"memories"}
+        if extra:
+            self.find("tree", "/", f"the root tree holds more than memories/ ({sorted(extra)!r})")
+        memories = entries.get(b"memories")
+        if memories is None:
+            return
+        if memories[0] != objects.MODE_TREE:
+            self.find("tree", "/memories", "memories is not a folder")
+            return
+        self._walk(MemoryPath(()), memories[1])
+
+    def _walk(self, path: MemoryPath, tree_id: bytes) -> None:
+        key = (path.text, tree_id)
+        if key in self._checked:
+            return  # the same tree at the same place: its blobs were checked already
+        self._checked.add(key)
+        entries = self._tree(tree_id, path.text)
+        if entries is None:
+            return
+        for name, (mode, oid) in entries.items():
+            try:
+                child = path.child(name.decode("utf-8"))
+                parse(child.text)
+            except (UnicodeDecodeError, VaultError):
+                self.find("tree", path.text, f"entry {name!r} is not a name a memory path may have")
+                continue
+            if mode == objects.MODE_TREE:
+                self._walk(child, oid)
+            elif mode == objects.MODE_BLOB:
+                self._blob(child, oid)
+
+    def _tree(self, tree_id: bytes, where: str) -> dict[bytes, tuple[int, bytes]] | None:
+        if tree_id in self._trees_ok:
+            return self._trees_ok[tree_id]
+        found = self.read(tree_id, where)
+        entries: dict[bytes, tuple[int, bytes]] | None = None
+        if found is not None:
+            kind, data = found
+            entries = objects.decode_tree(data) if kind == pygit2.enums.ObjectType.TREE else None
+            self.report.trees += 1
+            if entries is None:
+                self.find("tree", where, "a tree entry points at something that is not a tree")
+            elif objects.encode_tree(entries) != data:
+                self.find("tree", where, "the tree is malformed or not in git's canonical order")
+                entries = None
+            elif not entries:
+                self.find("tree", where, "an empty tree (vaultmem never writes one)")
+            else:
+                for name, (mode, _) in entries.items():
+                    if mode not in (objects.MODE_TREE, objects.MODE_BLOB):
+                        self.find("tree", where, f"entry {name.decode('utf-8', 'replace')!r} has mode {mode:o}")
+                        entries = None
+                        break
+        self._trees_ok[tree_id] = entries
+        return entries
+
+    def _blob(self, path: MemoryPath, oid: bytes) -> None:
+        key = (path.text, oid)
+        if key in self._checked:
+            return
+        self._checked.add(key)
+        self.report.blobs += 1
+        found = self.read(oid, path.text)
+        if found is None:
+            return
+        try:
+            key_id = self.keyring.key_id_of(found[1])
+            if key_id not in self.keyring.keys:
+                self.find("blob", path.text, f"encrypted with data key {key_id!r}, which is not in the keyring")
+                return
+            self.keyring.open(path.text, found[1])
+        except VaultError:
+            self.find("blob", path.text, "does not authenticate at this path (edited, or moved from another path)")
+
+
+def verify(
+    repo: pygit2.Repository,
+    head: pygit2.Oid | None,
+    keyring_doc: dict[str, object] | None,
+    keyring: Keyring,
+    user_key: UserKey,
+    progress: Progress | None = None,
+) -> VerifyReport:
+    """Check ``main`` from ``head`` with the keyring as it is on disk now."""
+    report = VerifyReport()
+    checker = Verifier(repo, keyring, report)
+    if keyring_doc is None:
+        checker.find("keyring", None, "the keyring branch is missing or unreadable")
+    else:
+        for problem in keyring_problems(keyring_doc, user_key):
+            checker.find("keyring", None, problem)
+        try:
+            checker.keyring = Keyring.unlock(dict(keyring_doc), user_key)
+        except VaultError as err:
+            checker.find("keyring", None, f"the keyring on disk does not open: {err}")
+    if head is None:
+        return report
+    order = [c.id for c in repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)]
+    for done, oid in enumerate(order, 1):
+        checker.commit(oid)
+        if progress is not None:
+            progress(done, len(order))
+    return report
