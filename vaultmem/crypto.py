@@ -276,25 +276,25 @@ class Keyring:
 
     def open(self, path: str, blob: bytes) -> bytes:
         """Decrypt a blob written for ``path``; any doubt is an IntegrityError."""
-        key_id, length, token = _split_blob(blob)
-        key = self.keys.get(key_id)
         bad = IntegrityError(f"Error: the stored version of {path} failed authentication; run `vaultmem verify`.")
-        if key is None:
-            raise bad
-        try:
-            payload = key.fernet.decrypt(token)
-        except InvalidToken as err:
-            raise bad from err
-        bound, sep, content = payload.partition(b"\0")
-        if not sep or bound != path.encode("utf-8") or len(content) != length:
+        bound, content = self._decrypt(blob, bad)
+        if bound != path.encode("utf-8"):
             raise bad
         return content
 
     def open_any(self, blob: bytes) -> tuple[str, bytes]:
         """``(path, content)`` of a blob whose path is not known (git's textconv)."""
+        bad = IntegrityError("Error: the blob failed authentication; run `vaultmem verify`.")
+        bound, content = self._decrypt(blob, bad)
+        try:
+            return bound.decode("utf-8"), content
+        except UnicodeDecodeError as err:
+            raise bad from err
+
+    def _decrypt(self, blob: bytes, bad: IntegrityError) -> tuple[bytes, bytes]:
+        """The bound path and the content, checked against the header's length."""
         key_id, length, token = _split_blob(blob)
         key = self.keys.get(key_id)
-        bad = IntegrityError("Error: the blob failed authentication; run `vaultmem verify`.")
         if key is None:
             raise bad
         try:
@@ -304,10 +304,7 @@ class Keyring:
         bound, sep, content = payload.partition(b"\0")
         if not sep or len(content) != length:
             raise bad
-        try:
-            return bound.decode("utf-8"), content
-        except UnicodeDecodeError as err:
-            raise bad from err
+        return bound, content
 
     def key_id_of(self, blob: bytes) -> str:
         return _split_blob(blob[:128] if b"\n" in blob[:128] else blob)[0]

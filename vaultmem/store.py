@@ -500,7 +500,8 @@ class Vault:
         if kind == "file":
             return [Entry(target.text, "file", snap.size(target))]
         listed = snap.listing(target, depth=depth or 1_000_000, hidden=True)
-        return sorted((Entry(item.path.text, item.kind, item.size) for item in listed), key=lambda e: e.path)
+        ordered = sorted(listed, key=lambda item: item.path.parts)  # a folder's contents right after it
+        return [Entry(item.path.text, item.kind, item.size) for item in ordered]
 
     def history(
         self,

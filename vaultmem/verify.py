@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import pygit2
 
@@ -68,6 +68,7 @@ class Verifier:
         self._trees_ok: dict[bytes, dict[bytes, tuple[int, bytes]] | None] = {}
         self._checked: set[tuple[str, bytes]] = set()
         self._commit = ""
+        self.missing_keys: set[str] = set()
 
     def find(self, kind: Kind, path: str | None, detail: str) -> None:
         self.report.findings.append(Finding(kind, self._commit or None, path, detail))
@@ -105,6 +106,9 @@ class Verifier:
             self.find("seal", None, "the commit carries no vaultmem-seal: it was not written by vaultmem with the key")
             return
         problem = self.keyring.check_commit_seal(seal, body)
+        key_id = seal.split(b" ", 1)[0].decode("ascii", "replace")
+        if key_id not in self.keyring.keys:
+            self.missing_keys.add(key_id)
         if problem is not None:
             self.find("seal", None, problem)
 
@@ -205,6 +209,7 @@ class Verifier:
         try:
             key_id = self.keyring.key_id_of(found[1])
             if key_id not in self.keyring.keys:
+                self.missing_keys.add(key_id)
                 self.find("blob", path.text, f"encrypted with data key {key_id!r}, which is not in the keyring")
                 return
             self.keyring.open(path.text, found[1])
@@ -215,7 +220,7 @@ class Verifier:
 def verify(
     repo: pygit2.Repository,
     head: pygit2.Oid | None,
-    keyring_doc: dict[str, object] | None,
+    keyring_doc: dict[str, Any] | None,
     keyring: Keyring,
     user_key: UserKey,
     progress: Progress | None = None,
@@ -232,11 +237,25 @@ def verify(
             checker.keyring = Keyring.unlock(dict(keyring_doc), user_key)
         except VaultError as err:
             checker.find("keyring", None, f"the keyring on disk does not open: {err}")
-    if head is None:
-        return report
+    if keyring_doc is not None:
+        on_disk = {e.get("id") for e in keyring_doc.get("data_keys", []) if isinstance(e, dict)}
+        for key_id in sorted(set(keyring.keys) - on_disk):
+            checker.find(
+                "keyring", None, f"data key {key_id} is gone from the keyring on disk (removed or rolled back)"
+            )
+    if head is not None:
+        _walk(repo, head, checker, progress)
+    for key_id in sorted(checker.missing_keys - set(keyring.keys)):
+        checker._commit = ""
+        checker.find(
+            "keyring", None, f"the history uses data key {key_id}, which the keyring lacks (removed or rolled back)"
+        )
+    return report
+
+
+def _walk(repo: pygit2.Repository, head: pygit2.Oid, checker: Verifier, progress: Progress | None) -> None:
     order = [c.id for c in repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)]
     for done, oid in enumerate(order, 1):
         checker.commit(oid)
         if progress is not None:
             progress(done, len(order))
-    return report
