@@ -1,11 +1,20 @@
-"""The ``vaultmem`` command: a thin layer over the library.
+"""The ``vaultmem`` command: a thin layer over the library, for operators and auditors.
 
-It only parses arguments, calls the library and prints.  The vault is chosen by
-``--vault PATH`` or ``VAULTMEM_VAULT``; the key comes from ``VAULTMEM_KEY``,
-``--key-file`` or a passphrase prompt (``--passphrase``).
+It only parses arguments, calls the library and prints: text for people by
+default, ``--json`` for programs (the same data).  The vault is chosen by
+``--vault PATH`` or ``VAULTMEM_VAULT``.  The key comes from ``--key-file F``, a
+passphrase (``--passphrase`` prompts; ``VAULTMEM_PASSPHRASE`` for scripts) or
+``VAULTMEM_KEY``; with none of them and a terminal on standard input, the
+passphrase is prompted for.
 
-Exit codes: 0 success, 1 the memory tool refused the call (its message is
-printed), 2 usage or vault errors (wrong key, not a vault, ...).
+Exit codes:
+    0  success
+    1  ``verify`` found problems, or the memory tool refused a ``call``
+    2  usage or vault errors (wrong key, not a vault, not found, bad input)
+
+Errors go to standard error as one line, ``vaultmem: <message>``.  ``textconv``
+is run by git (see ``git-setup``): it never prompts and never fails, printing a
+blob it cannot decrypt unchanged.
 """
 
 from __future__ import annotations
@@ -14,69 +23,568 @@ import argparse
 import getpass
 import json
 import os
+import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from anthropic.lib.tools import ToolError
+from .errors import NotFoundError, VaultError
+from .progress import ProgressBar
 
-from . import __version__
-from .crypto import generate_key
-from .errors import VaultError
-from .store import Vault
-from .tool import VaultMemoryTool
+if TYPE_CHECKING:
+    from .diff import FileChange
+    from .history import Version
+    from .store import Vault
+
+SHORT = 10  # hex digits of a version id shown to people; any unambiguous prefix is accepted back
+NO_VERSION = "0" * 40  # what an undo back past the first version was restored from: the empty memory
+ENV_VAULT = "VAULTMEM_VAULT"
+ENV_KEY = "VAULTMEM_KEY"
+ENV_PASSPHRASE = "VAULTMEM_PASSPHRASE"
+ENV_NEW_KEY = "VAULTMEM_NEW_KEY"
+ENV_NEW_PASSPHRASE = "VAULTMEM_NEW_PASSPHRASE"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vaultmem", description="An encrypted, audited memory for Claude agents.")
+class UsageError(Exception):
+    """The command line itself is wrong: exit 2 with one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print usage and exit
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+# -- the command line ----------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = _Parser(
+        prog="vaultmem",
+        description="An encrypted, audited memory for Claude agents.",
+        epilog="exit codes: 0 success; 1 verify found problems, or the memory tool refused a call; "
+        "2 usage or vault errors",
+    )
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
-    parser.add_argument("--vault", default=os.environ.get("VAULTMEM_VAULT"), help="vault folder (or VAULTMEM_VAULT)")
-    parser.add_argument("--key-file", help="file holding the key (mode 0600)")
-    parser.add_argument("--passphrase", action="store_true", help="prompt for a passphrase instead of a key")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--vault", metavar="PATH", default=os.environ.get(ENV_VAULT), help=f"vault folder (or {ENV_VAULT})"
+    )
+    parser.add_argument("--key-file", metavar="FILE", help="file holding the key (mode 0600)")
+    parser.add_argument(
+        "--passphrase", action="store_true", help=f"use a passphrase: prompted for, or from {ENV_PASSPHRASE}"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
     commands.add_parser("keygen", help="print a new random key")
     commands.add_parser("init", help="create a new, empty vault")
     call = commands.add_parser("call", help="run one memory tool call, given as JSON")
     call.add_argument("input", help='the tool input, e.g. \'{"command": "view", "path": "/memories"}\'')
-    call.add_argument("--actor", default="cli", help="who is making the change (recorded as the commit author)")
-    call.add_argument("--session", default=None, help="session id recorded on the commit")
+    _who(call, "cli")
+
+    ls = commands.add_parser("ls", help="list the memory's files and folders with their sizes")
+    ls.add_argument("path", nargs="?", default="/memories", help="folder or file (default /memories)")
+    _at(ls)
+    _json(ls)
+    cat = commands.add_parser("cat", help="print a memory file")
+    cat.add_argument("path")
+    _at(cat)
+    _json(cat)
+
+    log = commands.add_parser("log", help="list versions, newest first")
+    log.add_argument("path", nargs="?", help="only versions that changed this file or folder")
+    log.add_argument("--limit", metavar="N", type=int, help="at most N versions")
+    log.add_argument("--since", metavar="TIME", help="versions at or after TIME (ISO 8601; UTC unless a zone is given)")
+    log.add_argument("--until", metavar="TIME", help="versions at or before TIME")
+    log.add_argument("--actor", metavar="NAME", help="only versions by this actor")
+    log.add_argument("--session", metavar="ID", help="only versions of this session")
+    log.add_argument("--command", dest="memory_command", metavar="COMMAND", help="only this memory command")
+    _json(log)
+    show = commands.add_parser("show", help="one version: who, when, what, and its decrypted diff")
+    show.add_argument("version")
+    _json(show)
+    diff = commands.add_parser("diff", help="decrypted diff between two versions (B defaults to the latest)")
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B", nargs="?")
+    diff.add_argument("--path", metavar="P", help="only this file or folder")
+    _json(diff)
+
+    restore = commands.add_parser("restore", help="make the memory (or one path) as it was at AT, as a new version")
+    restore.add_argument("at", metavar="AT", help="a version id, a git revision such as main~2, or a time")
+    restore.add_argument("--path", metavar="P", help="restore only this file or folder")
+    _who(restore, "cli")
+    undo = commands.add_parser("undo", help="make the memory as it was N versions ago, as a new version")
+    undo.add_argument("n", metavar="N", nargs="?", type=int, default=1, help="how many versions back (default 1)")
+    _who(undo, "cli")
+
+    verify = commands.add_parser("verify", help="check every version authenticates; exit 1 on any finding")
+    _json(verify)
+
+    key = commands.add_parser("key", help="list, change or rotate keys").add_subparsers(
+        dest="key_command", required=True, metavar="KEY_COMMAND"
+    )
+    _json(key.add_parser("list", help="the data keys, oldest first"))
+    change = key.add_parser("change", help="rewrap the data keys under a new key or passphrase")
+    change.add_argument("--new-key-file", metavar="F", help=f"the new key's file (or {ENV_NEW_KEY} / a new passphrase)")
+    rotate = key.add_parser("rotate", help="start a new data key for new writes")
+    rotate.add_argument("--reencrypt", action="store_true", help="also re-encrypt every current file under it")
+    rotate.add_argument(
+        "--actor", metavar="NAME", default="cli", help="recorded on the re-encryption's version (default cli)"
+    )
+
+    setup = commands.add_parser("git-setup", help="let plain git show decrypted diffs to whoever has the key")
+    setup.add_argument("--key-file", dest="textconv_key_file", metavar="F", help="key file git should use")
+    textconv = commands.add_parser("textconv", help="print a blob's decrypted text (run by git)")
+    textconv.add_argument("file")
     return parser
 
 
-def _open(args: argparse.Namespace, create: bool = False) -> Vault:
-    passphrase = getpass.getpass("Vault passphrase: ") if args.passphrase else None
-    how = Vault.init if create else Vault.open
-    return how(args.vault, key_file=args.key_file, passphrase=passphrase)
+def _at(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--at", metavar="AT", help="as at a version id, a git revision such as main~2, or a time")
+
+
+def _json(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--json", action="store_true", help="print JSON for programs")
+
+
+def _who(sub: argparse.ArgumentParser, default: str) -> None:
+    sub.add_argument(
+        "--actor", metavar="NAME", default=default, help=f"recorded as the version's author (default {default})"
+    )
+    sub.add_argument("--session", metavar="ID", help="session id recorded on the version")
+
+
+# -- main ----------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+        return _run(args)
+    except UsageError as err:
+        return _fail(str(err))
+    except VaultError as err:
+        return _fail(str(err))
+    except OSError as err:
+        if isinstance(err, BrokenPipeError):  # `vaultmem log | head`: the reader has what it wanted
+            _silence_stdout()
+            return 0
+        return _fail(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # a bug or a damaged repository: still one line, never a traceback
+        return _fail(f"unexpected {type(err).__name__}: {err}; run `vaultmem verify`, and report it if it persists.")
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "keygen":
+        from .crypto import generate_key
+
         print(generate_key())
         return 0
+    if args.command == "textconv":
+        return _textconv(args)
     if not args.vault:
-        print("vaultmem: no vault given: use --vault PATH or set VAULTMEM_VAULT.", file=sys.stderr)
-        return 2
-    try:
-        if args.command == "init":
-            _open(args, create=True)
-            print(f"Created an empty vault in {args.vault}.")
-            return 0
-        vault = _open(args)
-        try:
-            params = json.loads(args.input)
-        except json.JSONDecodeError as err:
-            print(f"vaultmem: the tool input is not valid JSON: {err.msg}.", file=sys.stderr)
-            return 2
-        tool = VaultMemoryTool(vault, actor=args.actor, session=args.session)
-        try:
-            print(tool.call(params))
-        except ToolError as err:
-            print(err.content if isinstance(err.content, str) else str(err))
-            return 1
+        raise UsageError(f"no vault given: use --vault PATH or set {ENV_VAULT}.")
+    if args.command == "init":
+        from .store import Vault
+
+        Vault.init(args.vault, **_key_args(args, create=True)).close()
+        print(f"Created an empty vault in {args.vault}.")
         return 0
-    except VaultError as err:
-        print(f"vaultmem: {err}", file=sys.stderr)
-        return 2
+    with _open(args) as vault:
+        handler = COMMANDS[args.command if args.command != "key" else f"key {args.key_command}"]
+        return handler(vault, args)
+
+
+def _fail(message: str) -> int:
+    print("vaultmem: " + " ".join(message.split()), file=sys.stderr)
+    return 2
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+# -- keys ------------------------------------------------------------------------
+
+
+class KeyArgs(TypedDict, total=False):
+    """The one key source handed to ``Vault.open`` / ``Vault.init`` (none: ``VAULTMEM_KEY``)."""
+
+    key: str
+    key_file: str
+    passphrase: str
+
+
+def _open(args: argparse.Namespace) -> Vault:
+    from .store import Vault
+
+    fallback = args.textconv_key_file if args.command == "git-setup" else None
+    return Vault.open(args.vault, **_key_args(args, create=False, fallback_key_file=fallback))
+
+
+def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | None = None) -> KeyArgs:
+    """Which key opens the vault: --key-file, a passphrase asked for, VAULTMEM_KEY,
+    VAULTMEM_PASSPHRASE, else a passphrase prompt if there is a terminal."""
+    if args.key_file and args.passphrase:
+        raise UsageError("give only one of --key-file and --passphrase.")
+    if args.key_file:
+        return {"key_file": args.key_file}
+    if args.passphrase:
+        return {"passphrase": os.environ.get(ENV_PASSPHRASE) or _ask_passphrase(args.vault, create)}
+    if os.environ.get(ENV_KEY):
+        return {}  # the library reads it, and names it in its errors
+    if fallback_key_file:
+        return {"key_file": fallback_key_file}
+    if os.environ.get(ENV_PASSPHRASE):
+        return {"passphrase": os.environ[ENV_PASSPHRASE]}
+    if _is_terminal(sys.stdin):
+        return {"passphrase": _ask_passphrase(args.vault, create)}
+    raise UsageError(f"no key given: set {ENV_KEY}, use --key-file FILE, or --passphrase ({ENV_PASSPHRASE}).")
+
+
+def _ask_passphrase(vault: str, twice: bool) -> str:
+    try:
+        first = getpass.getpass(f"{'New passphrase' if twice else 'Passphrase'} for {vault}: ")
+        if twice and getpass.getpass("Repeat the passphrase: ") != first:
+            raise UsageError("the two passphrases differ; nothing was changed.")
+    except EOFError as err:
+        raise UsageError("no passphrase given.") from err
+    return first
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+# -- formatting ------------------------------------------------------------------
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _short(version_id: str | None) -> str:
+    return version_id[:SHORT] if version_id else "-"
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _write(text: str) -> None:
+    """Text exactly as stored, ending with a newline so the prompt starts a line."""
+    sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+
+
+def _version_data(version: Version) -> dict[str, Any]:
+    return {
+        "id": version.id,
+        "time": _when(version.time),
+        "actor": version.actor,
+        "session": version.session,
+        "command": version.command,
+        "paths": list(version.paths),
+        "restored_from": version.restored_from,
+    }
+
+
+def _change_data(change: FileChange) -> dict[str, Any]:
+    return {"path": change.path, "status": change.status, "old": change.old, "new": change.new}
+
+
+def _log_lines(versions: Sequence[Version]) -> list[str]:
+    rows = [
+        [_short(v.id), _when(v.time), v.actor, v.session or "-", v.command, _paths(v.paths, v.restored_from)]
+        for v in versions
+    ]
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(5)]
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)), row[5]]) for row in rows]
+
+
+def _paths(paths: Sequence[str], restored_from: str | None) -> str:
+    text = " -> ".join(paths)
+    if restored_from == NO_VERSION:
+        return f"{text} (from the empty memory)"
+    return f"{text} (from {_short(restored_from)})" if restored_from else text
+
+
+# -- reading ---------------------------------------------------------------------
+
+
+def _ls(vault: Vault, args: argparse.Namespace) -> int:
+    from .text import format_size
+
+    entries = vault.listing(args.path, at=args.at)
+    if args.json:
+        _print_json([{"path": e.path, "kind": e.kind, "size": e.size} for e in entries])
+        return 0
+    for entry in entries:
+        print(f"{format_size(entry.size):>7}  {entry.path}{'/' if entry.kind == 'dir' else ''}")
+    return 0
+
+
+def _cat(vault: Vault, args: argparse.Namespace) -> int:
+    text = vault.read(args.path, at=args.at)
+    if args.json:
+        version = vault.resolve(args.at if args.at is not None else "main")
+        _print_json({"path": args.path, "version": version.id, "content": text})
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _log(vault: Vault, args: argparse.Namespace) -> int:
+    versions = vault.history(
+        args.path,
+        limit=args.limit,
+        since=args.since,
+        until=args.until,
+        actor=args.actor,
+        session=args.session,
+        command=args.memory_command,
+    )
+    if args.json:
+        _print_json([_version_data(v) for v in versions])
+    else:
+        for line in _log_lines(versions):
+            print(line)
+    return 0
+
+
+def _show(vault: Vault, args: argparse.Namespace) -> int:
+    version = vault.resolve(args.version)
+    try:
+        parent: str | None = vault.resolve(version.id + "^").id
+    except NotFoundError:
+        parent = None  # the first version: everything in it was added
+    if args.json:
+        changes = vault.changes(parent, version.id) if parent else _added(vault, version.id)
+        _print_json({**_version_data(version), "parent": parent, "changes": [_change_data(c) for c in changes]})
+        return 0
+    fields = [
+        ("version", version.id),
+        ("time", _when(version.time)),
+        ("actor", version.actor),
+        ("session", version.session or "-"),
+        ("command", version.command),
+        ("path", " -> ".join(version.paths)),
+    ]
+    if version.restored_from:
+        source = "the empty memory" if version.restored_from == NO_VERSION else version.restored_from
+        fields.append(("restored from", source))
+    for label, value in fields:
+        print(f"{label:<14} {value}")
+    diff = vault.diff(parent, version.id) if parent else _added_diff(vault, version.id)
+    if diff:
+        print()
+        _write(diff)
+    return 0
+
+
+def _added(vault: Vault, version_id: str) -> list[FileChange]:
+    """The changes of a first version: every file it holds, added."""
+    from .diff import FileChange
+
+    files = [e.path for e in vault.listing(at=version_id) if e.kind == "file"]
+    return [FileChange(path, "added", None, vault.read(path, at=version_id)) for path in files]
+
+
+def _added_diff(vault: Vault, version_id: str) -> str:
+    from .diff import unified
+
+    return unified(_added(vault, version_id))
+
+
+def _diff(vault: Vault, args: argparse.Namespace) -> int:
+    if args.json:
+        a = vault.resolve(args.a).id
+        b = vault.resolve(args.b if args.b is not None else "main").id
+        changes = vault.changes(a, b, path=args.path)
+        _print_json({"from": a, "to": b, "changes": [_change_data(c) for c in changes]})
+    else:
+        _write(vault.diff(args.a, args.b, path=args.path))
+    return 0
+
+
+# -- changing ----------------------------------------------------------------------
+
+
+def _call(vault: Vault, args: argparse.Namespace) -> int:
+    from anthropic.lib.tools import ToolError
+
+    from .tool import VaultMemoryTool
+
+    try:
+        params = json.loads(args.input)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"the tool input is not valid JSON: {err.msg}.") from err
+    tool = VaultMemoryTool(vault, actor=args.actor, session=args.session)
+    try:
+        print(tool.call(params))
+    except ToolError as err:
+        print(err.content if isinstance(err.content, str) else str(err))
+        return 1
+    return 0
+
+
+def _restore(vault: Vault, args: argparse.Namespace) -> int:
+    source = vault.resolve(args.at)
+    what = args.path or "the memory"
+    new = vault.restore(source.id, args.path, actor=args.actor, session=args.session)
+    if new is None:
+        print(f"Nothing to restore: {what} is already as it was at {_short(source.id)}.")
+    else:
+        print(f"Restored {what} as it was at {_short(source.id)}: new version {_short(new.id)}.")
+    return 0
+
+
+def _undo(vault: Vault, args: argparse.Namespace) -> int:
+    new = vault.undo(args.n, actor=args.actor, session=args.session)
+    last = "the last version" if args.n == 1 else f"the last {args.n} versions"
+    if new is None:
+        print(f"Nothing to undo: undoing {last} would not change the memory.")
+    elif new.restored_from and new.restored_from != NO_VERSION:
+        print(f"Undid {last}: the memory is as it was at {_short(new.restored_from)}, new version {_short(new.id)}.")
+    else:
+        print(f"Undid {last}: the memory is empty, new version {_short(new.id)}.")
+    return 0
+
+
+# -- auditing and keys ---------------------------------------------------------------
+
+
+def _verify(vault: Vault, args: argparse.Namespace) -> int:
+    with ProgressBar("verify") as bar:
+        report = vault.verify(progress=bar)
+    if args.json:
+        findings = [{"kind": f.kind, "version": f.version, "path": f.path, "detail": f.detail} for f in report.findings]
+        counts = {"commits": report.commits, "blobs": report.blobs, "trees": report.trees}
+        _print_json({"ok": report.ok, **counts, "findings": findings})
+    else:
+        for f in report.findings:
+            where = " ".join(part for part in (f.version and _short(f.version), f.path) if part)
+            print(f"{f.kind}: {where + ': ' if where else ''}{f.detail}")
+        checked = f"{report.commits} versions, {report.blobs} file versions and {report.trees} trees"
+        problems = len(report.findings)
+        verdict = "no problems found" if report.ok else f"{problems} problem{'s' if problems != 1 else ''} found"
+        print(f"Checked {checked}: {verdict}.")
+    return 0 if report.ok else 1
+
+
+def _key_list(vault: Vault, args: argparse.Namespace) -> int:
+    keys = vault.keys()
+    if args.json:
+        _print_json([{"id": k.id, "created": _when(k.created), "active": k.active} for k in keys])
+    else:
+        for k in keys:
+            print(f"{k.id}  {_when(k.created)}{'  active' if k.active else ''}")
+    return 0
+
+
+def _key_change(vault: Vault, args: argparse.Namespace) -> int:
+    if args.new_key_file:
+        vault.change_key(key_file=args.new_key_file)
+        what = f"the key in {args.new_key_file}"
+    elif os.environ.get(ENV_NEW_KEY):
+        vault.change_key(key=os.environ[ENV_NEW_KEY])
+        what = f"the key in {ENV_NEW_KEY}"
+    elif os.environ.get(ENV_NEW_PASSPHRASE):
+        vault.change_key(passphrase=os.environ[ENV_NEW_PASSPHRASE])
+        what = "the new passphrase"
+    elif _is_terminal(sys.stdin):
+        vault.change_key(passphrase=_ask_passphrase(str(vault.path), twice=True))
+        what = "the new passphrase"
+    else:
+        raise UsageError(f"no new key given: use --new-key-file F, or set {ENV_NEW_KEY} or {ENV_NEW_PASSPHRASE}.")
+    print(f"The vault now opens with {what} only; the old key no longer opens it.")
+    return 0
+
+
+def _key_rotate(vault: Vault, args: argparse.Namespace) -> int:
+    if args.reencrypt:
+        with ProgressBar("re-encrypt") as bar:
+            info = vault.rotate_key(reencrypt=True, actor=args.actor, progress=bar)
+        print(f"Started data key {info.id} and re-encrypted every current file with it.")
+    else:
+        info = vault.rotate_key(actor=args.actor)
+        print(f"Started data key {info.id}: new versions use it.")
+    print("Older data keys stay in the keyring to read the history.")
+    return 0
+
+
+def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
+    # git runs the driver inside the vault, whose `vaultmem` state folder would
+    # shadow the package if the current folder were put on sys.path (-P: it is not).
+    command = [sys.executable, "-P", "-m", "vaultmem", "--vault", str(Path(args.vault).resolve())]
+    if args.textconv_key_file:
+        command += ["--key-file", str(Path(args.textconv_key_file).resolve())]
+    vault.configure_textconv(shlex.join([*command, "textconv"]))
+    holder = f"the key file {args.textconv_key_file} or {ENV_KEY}" if args.textconv_key_file else ENV_KEY
+    print(f"git log -p and git diff on {args.vault} now show decrypted text to whoever has {holder};")
+    print("everyone else sees the encrypted blobs.")
+    return 0
+
+
+def _textconv(args: argparse.Namespace) -> int:
+    """Run by git on one side of a diff: the blob's text, or the file unchanged."""
+    with open(args.file, "rb") as fh:
+        data = fh.read()
+    text = _decrypt_for_git(args.vault, args.key_file, data)
+    if text is None:
+        sys.stdout.buffer.write(data)
+    else:
+        sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+def _decrypt_for_git(vault_path: str | None, key_file: str | None, data: bytes) -> str | None:
+    """Try each key source that needs no prompt; None when none of them opens the blob."""
+    from .crypto import BLOB_MAGIC
+
+    if not vault_path or not data.startswith(BLOB_MAGIC + b" "):
+        return None
+    from .store import Vault
+
+    sources: list[KeyArgs] = []
+    if key_file:
+        sources.append({"key_file": key_file})
+    if os.environ.get(ENV_KEY):
+        sources.append({"key": os.environ[ENV_KEY]})
+    if os.environ.get(ENV_PASSPHRASE):
+        sources.append({"passphrase": os.environ[ENV_PASSPHRASE]})
+    for source in sources:
+        try:
+            with Vault.open(vault_path, **source) as vault:
+                return vault.decrypt_blob(data)[1]
+        except VaultError:
+            continue
+    return None
+
+
+COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
+    "call": _call,
+    "ls": _ls,
+    "cat": _cat,
+    "log": _log,
+    "show": _show,
+    "diff": _diff,
+    "restore": _restore,
+    "undo": _undo,
+    "verify": _verify,
+    "key list": _key_list,
+    "key change": _key_change,
+    "key rotate": _key_rotate,
+    "git-setup": _git_setup,
+}
 
 
 if __name__ == "__main__":  # pragma: no cover
