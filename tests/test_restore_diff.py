@@ -413,3 +413,11 @@ def test_history_stays_append_only_through_restores_and_undos(
     assert [v.command for v in vault.history(limit=6)] == ["restore", "undo", "create", "restore", "undo", "restore"]
     assert_fsck_strict_clean(vault_path)
     assert vault.verify().ok
+
+
+def test_changes_from_the_empty_memory_list_every_file_of_a_version_as_added(vault: Vault, call) -> None:
+    call(command="create", path="/memories/a.txt", file_text="one\n")
+    call(command="create", path="/memories/d/b.txt", file_text="two\n")
+    found = vault.changes(None, "main~1")
+    assert [(c.path, c.status, c.old, c.new) for c in found] == [("/memories/a.txt", "added", None, "one\n")]
+    assert vault.diff(None, path="/memories/d") == "--- /dev/null\n+++ b/memories/d/b.txt\n@@ -0,0 +1 @@\n+two\n"

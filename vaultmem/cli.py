@@ -366,7 +366,7 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
     except NotFoundError:
         parent = None  # the first version: everything in it was added
     if args.json:
-        changes = vault.changes(parent, version.id) if parent else _added(vault, version.id)
+        changes = vault.changes(parent, version.id)
         _print_json({**_version_data(version), "parent": parent, "changes": [_change_data(c) for c in changes]})
         return 0
     fields = [
@@ -382,25 +382,11 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
         fields.append(("restored from", source))
     for label, value in fields:
         print(f"{label:<14} {value}")
-    diff = vault.diff(parent, version.id) if parent else _added_diff(vault, version.id)
+    diff = vault.diff(parent, version.id)
     if diff:
         print()
         _write(diff)
     return 0
-
-
-def _added(vault: Vault, version_id: str) -> list[FileChange]:
-    """The changes of a first version: every file it holds, added."""
-    from .diff import FileChange
-
-    files = [e.path for e in vault.listing(at=version_id) if e.kind == "file"]
-    return [FileChange(path, "added", None, vault.read(path, at=version_id)) for path in files]
-
-
-def _added_diff(vault: Vault, version_id: str) -> str:
-    from .diff import unified
-
-    return unified(_added(vault, version_id))
 
 
 def _diff(vault: Vault, args: argparse.Namespace) -> int:

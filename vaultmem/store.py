@@ -538,13 +538,21 @@ class Vault:
                 break
         return out
 
-    def changes(self, a: str | datetime, b: str | datetime | None = None, path: str | None = None) -> list[FileChange]:
-        """Files that differ from version ``a`` to ``b`` (default: now), decrypted."""
+    def changes(
+        self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None
+    ) -> list[FileChange]:
+        """Files that differ from version ``a`` to ``b`` (default: now), decrypted.
+        ``a=None`` is the empty memory before the first version."""
         target = paths.parse(path) if path is not None else MemoryPath(())
-        return changes(self.snapshot(a), self.snapshot(b), target)
+        before = self.snapshot(a) if a is not None else self._empty_snapshot()
+        return changes(before, self.snapshot(b), target)
 
-    def diff(self, a: str | datetime, b: str | datetime | None = None, path: str | None = None) -> str:
-        """A unified diff of the decrypted text from version ``a`` to ``b``."""
+    def _empty_snapshot(self) -> Snapshot:
+        return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, None)
+
+    def diff(self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None) -> str:
+        """A unified diff of the decrypted text from version ``a`` to ``b``
+        (``a=None``: from the empty memory)."""
         return unified(self.changes(a, b, path))
 
     def restore(
@@ -561,12 +569,12 @@ class Vault:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise VaultError("Error: undo takes a number of versions of at least 1.")
         head = self._head()
-        versions = 0 if head is None else sum(1 for _ in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL))
-        if n > versions:
-            raise VaultError(f"Error: cannot undo {n} versions: the vault has {versions}.")
-        if n == versions:  # before the first version: the empty memory
-            return self._restore("undo", None, None, actor, session)
-        return self._restore("undo", self._resolve(f"main~{n}"), None, actor, session)
+        target: pygit2.Commit | None = self.repo[head].peel(pygit2.Commit) if head is not None else None
+        for steps in range(n):  # only n steps back, however long the history
+            if target is None:
+                raise VaultError(f"Error: cannot undo {n} versions: the vault has {steps}.")
+            target = target.parents[0] if target.parents else None
+        return self._restore("undo", target, None, actor, session)  # None: before the first version
 
     def _restore(
         self, command: str, commit: pygit2.Commit | None, path: str | None, actor: str, session: str | None
