@@ -7,6 +7,7 @@ and nothing readable sits at rest.
 
 from typing import TYPE_CHECKING, Any
 
+from .agent import MEMORY_BETA, context_management, memory_request, memory_system_prompt
 from .crypto import generate_key
 from .diff import FileChange
 from .errors import (
@@ -24,6 +25,7 @@ from .errors import (
 from .history import Version
 from .keys import KeyInfo
 from .store import Change, Entry, Vault
+from .transfer import ExportResult, ImportResult
 from .verify import Finding, VerifyReport
 
 if TYPE_CHECKING:
@@ -43,14 +45,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MEMORY_BETA",
     "AlreadyExistsError",
     "AsyncVaultMemoryTool",
     "BadKeyError",
     "Change",
     "ConflictError",
     "Entry",
+    "ExportResult",
     "FileChange",
     "Finding",
+    "ImportResult",
     "IntegrityError",
     "InvalidPathError",
     "KeyInfo",
@@ -64,5 +69,8 @@ __all__ = [
     "Version",
     "WrongKeyError",
     "__version__",
+    "context_management",
     "generate_key",
+    "memory_request",
+    "memory_system_prompt",
 ]

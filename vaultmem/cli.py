@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .history import Version
     from .store import Vault
 
+DEFAULT_MODEL = "claude-sonnet-4-5"
 SHORT = 10  # hex digits of a version id shown to people; any unambiguous prefix is accepted back
 NO_VERSION = "0" * 40  # what an undo back past the first version was restored from: the empty memory
 ENV_VAULT = "VAULTMEM_VAULT"
@@ -134,6 +135,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--actor", metavar="NAME", default="cli", help="recorded on the re-encryption's version (default cli)"
     )
 
+    imp = commands.add_parser("import", help="record an SDK memory folder (FOLDER/memories) as one version")
+    imp.add_argument("folder", metavar="FOLDER", help="the SDK tool's base_path, e.g. ./memory")
+    imp.add_argument(
+        "--replace", action="store_true", help="make the memory exactly the folder (default: add, refuse clashes)"
+    )
+    imp.add_argument(
+        "--max-file-bytes", metavar="N", type=int, default=102_400, help="largest file accepted (default 102400)"
+    )
+    _who(imp, "cli")
+    exp = commands.add_parser("export", help="write the memory as plaintext files to FOLDER/memories")
+    exp.add_argument("folder", metavar="FOLDER", help="created if missing; FOLDER/memories must not exist")
+    _at(exp)
+
+    demo = commands.add_parser("demo", help="an offline agent session against the vault, Claude's turns replayed")
+    demo.add_argument("folder", metavar="FOLDER", nargs="?", help="keep the demo vault here (key in FOLDER.key)")
+    chat = commands.add_parser("chat", help="talk to Claude with the vault as its memory (needs ANTHROPIC_API_KEY)")
+    chat.add_argument(
+        "--model",
+        default=os.environ.get("VAULTMEM_MODEL", DEFAULT_MODEL),
+        help=f"model (default {DEFAULT_MODEL}, or VAULTMEM_MODEL)",
+    )
+    chat.add_argument("--max-tokens", metavar="N", type=int, default=4096, help="per reply (default 4096)")
+    chat.add_argument("--topic", metavar="TEXT", help="ask Claude to remember only what is relevant to TEXT")
+    chat.add_argument("--no-context-editing", action="store_true", help="do not clear old tool results")
+    _who(chat, "chat")
+
     setup = commands.add_parser("git-setup", help="let plain git show decrypted diffs to whoever has the key")
     setup.add_argument("--key-file", dest="textconv_key_file", metavar="F", help="key file git should use")
     textconv = commands.add_parser("textconv", help="print a blob's decrypted text (run by git)")
@@ -186,6 +213,17 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "textconv":
         return _textconv(args)
+    if args.command == "demo":
+        from . import demo
+
+        demo.run(args.folder, sys.stdout)
+        return 0
+    if args.command == "chat":
+        from . import chat
+
+        if not chat.has_api_key():
+            print(chat.NO_KEY, file=sys.stderr)
+            return 2
     if not args.vault:
         raise UsageError(f"no vault given: use --vault PATH or set {ENV_VAULT}.")
     if args.command == "init":
@@ -300,7 +338,7 @@ def _change_data(change: FileChange) -> dict[str, Any]:
     return {"path": change.path, "status": change.status, "old": change.old, "new": change.new}
 
 
-def _log_lines(versions: Sequence[Version]) -> list[str]:
+def log_lines(versions: Sequence[Version]) -> list[str]:
     rows = [
         [_short(v.id), _when(v.time), v.actor, v.session or "-", v.command, _paths(v.paths, v.restored_from)]
         for v in versions
@@ -354,7 +392,7 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
     if args.json:
         _print_json([_version_data(v) for v in versions])
     else:
-        for line in _log_lines(versions):
+        for line in log_lines(versions):
             print(line)
     return 0
 
@@ -442,6 +480,56 @@ def _undo(vault: Vault, args: argparse.Namespace) -> int:
     else:
         print(f"Undid {last}: the memory is empty, new version {_short(new.id)}.")
     return 0
+
+
+def _import(vault: Vault, args: argparse.Namespace) -> int:
+    result = vault.import_folder(
+        args.folder, replace=args.replace, actor=args.actor, session=args.session, max_file_bytes=args.max_file_bytes
+    )
+    source = Path(args.folder) / "memories"
+    if result.version is None:
+        print(f"Nothing to import: {source} holds no files." if not args.replace else "Nothing changed.")
+    else:
+        files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
+        print(f"Imported {files} from {source} as version {_short(result.version.id)}.")
+    if result.empty_folders:
+        print(f"Left out {len(result.empty_folders)} empty folder(s): git records files, not empty folders.")
+    return 0
+
+
+def _export(vault: Vault, args: argparse.Namespace) -> int:
+    result = vault.export_folder(args.folder, at=args.at)
+    files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
+    print(f"Exported {files} of version {_short(result.version)} to {result.folder}.")
+    print("These files are PLAINTEXT (mode 0600): delete them when you are done.")
+    return 0
+
+
+def _chat(vault: Vault, args: argparse.Namespace) -> int:
+    from . import chat
+    from .tool import VaultMemoryTool
+
+    memory = VaultMemoryTool(vault, actor=args.actor, session=args.session)
+    return chat.run(
+        memory,
+        model=args.model,
+        max_tokens=args.max_tokens,
+        read_line=_read_line,
+        out=sys.stdout,
+        err=sys.stderr,
+        topic=args.topic,
+        context_editing=not args.no_context_editing,
+    )
+
+
+def _read_line(prompt: str) -> str:
+    """``input()`` on a terminal (line editing); a plain read from a pipe, with no prompt."""
+    if _is_terminal(sys.stdin):
+        return input(prompt)
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
 
 
 # -- auditing and keys ---------------------------------------------------------------
@@ -570,6 +658,9 @@ COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
     "key change": _key_change,
     "key rotate": _key_rotate,
     "git-setup": _git_setup,
+    "import": _import,
+    "export": _export,
+    "chat": _chat,
 }
 
 

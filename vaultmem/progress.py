@@ -1,4 +1,5 @@
-"""A one-line progress bar for long commands (``verify``, ``key rotate --reencrypt``).
+"""Progress on a terminal: a bar for long commands (``verify``, ``key rotate
+--reencrypt``) and a spinner while ``vaultmem chat`` waits for Claude.
 
 Library functions take ``progress: Callable[[int, int], None] | None`` and call
 it with ``(done, total)``; a :class:`ProgressBar` is such a callable.  It draws
@@ -10,6 +11,7 @@ characters, so scripts and logs see only the command's result.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import TextIO
 
 WIDTH = 30
@@ -62,6 +64,53 @@ class ProgressBar:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+SPINNER_FRAMES = "|/-\\"
+
+
+class Spinner:
+    """``label`` with a turning bar on one line of ``stream`` (standard error by
+    default) while a block runs, cleared when it ends; nothing at all unless the
+    stream is a terminal.  Drawn from a background thread every ``interval``
+    seconds, so the waiting code needs no changes::
+
+        with Spinner("waiting for Claude"):
+            message = next(runner)
+    """
+
+    def __init__(self, label: str, stream: TextIO | None = None, interval: float = 0.1) -> None:
+        self.label = label
+        self.stream = sys.stderr if stream is None else stream
+        self.interval = interval
+        self.enabled = _is_terminal(self.stream)
+        self.frames = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _spin(self) -> None:
+        while True:
+            frame = SPINNER_FRAMES[self.frames % len(SPINNER_FRAMES)]
+            self.stream.write(f"\r{frame} {self.label}")
+            self.stream.flush()
+            self.frames += 1
+            if self._stop.wait(self.interval):
+                break
+        self.stream.write("\r" + " " * (len(self.label) + 2) + "\r")
+        self.stream.flush()
+
+    def __enter__(self) -> Spinner:
+        if self.enabled:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._spin, name="vaultmem-spinner", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pygit2
 
-from . import durable, keys, objects, paths
+from . import durable, keys, objects, paths, transfer
 from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
 from .diff import FileChange, changes, unified
 from .errors import (
@@ -589,6 +589,26 @@ class Vault:
             return change
 
         return self.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
+
+    def import_folder(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        replace: bool = False,
+        actor: str = "vaultmem",
+        session: str | None = None,
+        max_file_bytes: int = transfer.DEFAULT_MAX_FILE_BYTES,
+    ) -> transfer.ImportResult:
+        """Record the files of an SDK filesystem memory (``folder/memories``) as
+        one ``import`` commit; see :func:`vaultmem.transfer.import_folder`."""
+        return transfer.import_folder(
+            self, folder, replace=replace, actor=actor, session=session, max_file_bytes=max_file_bytes
+        )
+
+    def export_folder(self, folder: str | os.PathLike[str], at: str | datetime | None = None) -> transfer.ExportResult:
+        """Write the memory (now or at ``at``) as plaintext files to
+        ``folder/memories``; see :func:`vaultmem.transfer.export_folder`."""
+        return transfer.export_folder(self, folder, at)
 
     def verify(self, progress: Progress | None = None) -> VerifyReport:
         """Check every commit and object of the history, and the keyring as it

@@ -1,0 +1,184 @@
+"""Building a Messages API request that gives Claude a vault as its memory.
+
+:func:`memory_request` returns the keyword arguments for
+``client.beta.messages.tool_runner(...)`` with the settings the memory tool's
+documentation recommends, so application code stays short::
+
+    request = memory_request(memory, model="claude-sonnet-4-5", messages=[...])
+    for message in client.beta.messages.tool_runner(**request):
+        ...
+
+What it sets, each overridable:
+
+* ``tools``: the memory tool first, then any others given.
+* ``betas``: ``context-management-2025-06-27`` (needed by the memory tool and
+  context editing), plus any others given.
+* ``context_management``: ``clear_tool_uses_20250919`` with
+  ``exclude_tools: ["memory"]``, so old tool results are cleared as the context
+  grows while memory calls stay; ``trigger``/``keep``/``clear_at_least`` are
+  passed through when given.
+* ``system``: the application's own prompt, then short memory guidance
+  (:func:`memory_system_prompt`).  The API adds its own memory protocol
+  ("ALWAYS VIEW YOUR MEMORY DIRECTORY BEFORE DOING ANYTHING ELSE ...") whenever
+  the tool is present, so it is not repeated here.
+
+Nothing here does I/O; it only builds dictionaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .errors import VaultError
+
+MEMORY_BETA = "context-management-2025-06-27"
+MEMORY_TOOL_TYPE = "memory_20250818"
+MEMORY_TOOL_NAME = "memory"
+CLEAR_TOOL_USES = "clear_tool_uses_20250919"
+DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MAX_TOKENS = 4096
+
+TIDY_NOTE = (
+    "Note: when editing your memory folder, always try to keep its content up-to-date, coherent and organized. "
+    "You can rename or delete files that are no longer relevant. Do not create new files unless necessary."
+)
+AUDIT_NOTE = (
+    "Your memory directory is encrypted and every change to it is recorded for audit. "
+    "Never write passwords, API keys, card numbers or other secrets to it."
+)
+
+
+def memory_system_prompt(*, topic: str | None = None, tidy: bool = True, audited: bool = True) -> str:
+    """Guidance for what Claude writes to its memory (empty if all is off).
+
+    ``topic`` adds "Only write down information relevant to <topic> in your
+    memory system."; ``tidy`` adds the note on keeping the folder organised;
+    ``audited`` tells Claude its memory is audited and must hold no secrets.
+    """
+    parts = []
+    if topic is not None:
+        if not isinstance(topic, str) or not topic.strip():
+            raise VaultError("Error: topic must be a non-empty string.")
+        parts.append(f"Only write down information relevant to {topic.strip()} in your memory system.")
+    if tidy:
+        parts.append(TIDY_NOTE)
+    if audited:
+        parts.append(AUDIT_NOTE)
+    return "\n\n".join(parts)
+
+
+def context_management(
+    *,
+    trigger_tokens: int | None = None,
+    keep_tool_uses: int | None = None,
+    clear_at_least_tokens: int | None = None,
+    keep_memory: bool = True,
+) -> dict[str, Any]:
+    """A ``context_management`` value with one ``clear_tool_uses_20250919`` edit.
+
+    By default it keeps every memory call (``exclude_tools: ["memory"]``) and
+    leaves the trigger and how much to keep to the API's defaults.
+    """
+    edit: dict[str, Any] = {"type": CLEAR_TOOL_USES}
+    for name, value in (
+        ("trigger_tokens", trigger_tokens),
+        ("keep_tool_uses", keep_tool_uses),
+        ("clear_at_least_tokens", clear_at_least_tokens),
+    ):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise VaultError(f"Error: {name} must be a whole number of at least 0, not {value!r}.")
+    if trigger_tokens is not None:
+        edit["trigger"] = {"type": "input_tokens", "value": trigger_tokens}
+    if keep_tool_uses is not None:
+        edit["keep"] = {"type": "tool_uses", "value": keep_tool_uses}
+    if clear_at_least_tokens is not None:
+        edit["clear_at_least"] = {"type": "input_tokens", "value": clear_at_least_tokens}
+    if keep_memory:
+        edit["exclude_tools"] = [MEMORY_TOOL_NAME]
+    return {"edits": [edit]}
+
+
+def _tool_type(tool: Any) -> str | None:
+    """The ``type`` a tool is declared with: a dict's own, or a runnable tool's ``to_dict()``."""
+    if isinstance(tool, Mapping):
+        declared = tool
+    else:
+        to_dict = getattr(tool, "to_dict", None)
+        if not callable(to_dict):
+            return None
+        declared = to_dict()
+    kind = declared.get("type") if isinstance(declared, Mapping) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _system(system: str | Iterable[Mapping[str, Any]] | None, guidance: str) -> str | list[dict[str, Any]] | None:
+    if system is None:
+        return guidance or None
+    if isinstance(system, str):
+        return "\n\n".join(part for part in (system, guidance) if part)
+    blocks = [dict(block) for block in system]
+    if guidance:
+        blocks.append({"type": "text", "text": guidance})
+    return blocks
+
+
+def memory_request(
+    memory: Any,
+    *,
+    messages: Sequence[Mapping[str, Any]],
+    model: str = DEFAULT_MODEL,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    system: str | Iterable[Mapping[str, Any]] | None = None,
+    topic: str | None = None,
+    tidy: bool = True,
+    audited: bool = True,
+    tools: Iterable[Any] = (),
+    betas: Iterable[str] = (),
+    context_editing: bool | Mapping[str, Any] = True,
+    **params: Any,
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.beta.messages.tool_runner(**...)``.
+
+    ``memory`` is a :class:`~vaultmem.VaultMemoryTool` (or its async twin, for
+    ``AsyncAnthropic``).  ``context_editing`` is True for the defaults of
+    :func:`context_management`, False for none, or a ``context_management``
+    value of your own.  Any other keyword (``temperature``, ``metadata``, ...)
+    is passed through unchanged.
+    """
+    if _tool_type(memory) != MEMORY_TOOL_TYPE:
+        raise VaultError(
+            f"Error: the first argument must be the memory tool (a VaultMemoryTool), declared as {MEMORY_TOOL_TYPE}."
+        )
+    others = list(tools)
+    if any(_tool_type(tool) == MEMORY_TOOL_TYPE for tool in others):
+        raise VaultError("Error: tools= already holds a memory tool; a request may declare only one.")
+    if isinstance(messages, (str, bytes)) or not messages:
+        raise VaultError("Error: messages must be a non-empty list of message dicts.")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise VaultError(f"Error: max_tokens must be a whole number of at least 1, not {max_tokens!r}.")
+    all_betas = [MEMORY_BETA]
+    for beta in betas:
+        if beta not in all_betas:
+            all_betas.append(beta)
+    request: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": list(messages),
+        "tools": [memory, *others],
+        "betas": all_betas,
+    }
+    prompt = _system(system, memory_system_prompt(topic=topic, tidy=tidy, audited=audited))
+    if prompt:
+        request["system"] = prompt
+    if context_editing is True:
+        request["context_management"] = context_management()
+    elif isinstance(context_editing, Mapping):
+        request["context_management"] = dict(context_editing)
+    elif context_editing is not False:
+        raise VaultError("Error: context_editing must be True, False or a context_management dict.")
+    clash = sorted(set(params) & set(request))
+    if clash:
+        raise VaultError(f"Error: {', '.join(clash)} given twice.")
+    request.update(params)
+    return request

@@ -1,0 +1,130 @@
+"""``vaultmem chat``: talk to Claude with a vault as its memory.
+
+Each line typed is one user turn, run through the SDK's tool runner with the
+request :func:`vaultmem.agent.memory_request` builds (memory tool, context
+management beta, context editing that keeps memory calls).  Every memory
+change Claude makes is a commit recorded with the chat's actor and session.
+The API key comes from ``ANTHROPIC_API_KEY`` (and ``ANTHROPIC_BASE_URL`` is
+honoured, as the SDK does); without a key the command explains how to get one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from .agent import memory_request
+from .progress import Spinner
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+EXIT_WORDS = ("/exit", "/quit")
+
+NO_KEY = f"""vaultmem chat talks to Claude, so it needs an Anthropic API key.
+Create one at https://console.anthropic.com/settings/keys, then run:
+
+    export {API_KEY_ENV}=sk-ant-...
+    vaultmem --vault agent.vault chat
+
+To watch vaultmem work inside an agent loop without a key, run: vaultmem demo"""
+
+
+def has_api_key() -> bool:
+    return bool(os.environ.get(API_KEY_ENV, "").strip())
+
+
+def _describe_call(params: dict[str, Any]) -> str:
+    if params.get("command") == "rename":
+        return f"rename {params.get('old_path')} -> {params.get('new_path')}"
+    return f"{params.get('command')} {params.get('path')}"
+
+
+def _first_line(content: Any) -> str:
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    text = content if isinstance(content, str) else ""
+    first, _, rest = text.partition("\n")
+    return first + (" ..." if rest else "")
+
+
+def run(
+    memory: Any,
+    *,
+    model: str,
+    max_tokens: int,
+    read_line: Callable[[str], str],
+    out: TextIO,
+    err: TextIO,
+    topic: str | None = None,
+    context_editing: bool = True,
+    client: Any = None,
+) -> int:
+    """The chat loop; returns the exit code.  ``read_line(prompt)`` raises
+    EOFError at the end of input (``input`` does)."""
+    import anthropic
+
+    if client is None:
+        client = anthropic.Anthropic()
+    out.write(
+        f"Chatting with {model}. Memory: {memory.vault.path} (actor {memory.actor}, session {memory.session}).\n"
+        f"Every memory change is a commit: vaultmem log --session {memory.session}\n"
+        "Type /exit or press Ctrl-D to leave.\n"
+    )
+    out.flush()
+    conversation: list[Any] = []
+    while True:
+        try:
+            line = read_line("you> ")
+        except EOFError:
+            out.write("\n")
+            return 0
+        if line.strip() in EXIT_WORDS:
+            return 0
+        if not line.strip():
+            continue
+        start = len(conversation)
+        conversation.append({"role": "user", "content": line})
+        request = memory_request(
+            memory,
+            model=model,
+            max_tokens=max_tokens,
+            messages=conversation,
+            topic=topic,
+            context_editing=context_editing,
+        )
+        try:
+            _turn(client, request, conversation, out, err)
+        except anthropic.AuthenticationError as error:
+            err.write(f"vaultmem: the API refused the key in {API_KEY_ENV}: {error.message}\n")
+            return 2
+        except anthropic.APIError as error:
+            # Memory changes already made stay (each is a commit); the conversation
+            # goes back to before this line so it stays well-formed.
+            del conversation[start:]
+            err.write(f"vaultmem: the request to Claude failed: {error.message}. Try again, or /exit.\n")
+
+
+def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: TextIO, err: TextIO) -> None:
+    runner = client.beta.messages.tool_runner(**request)
+    while True:
+        with Spinner("waiting for Claude", stream=err):
+            message = next(runner, None)
+        if message is None:
+            return
+        conversation.append(message.to_param())
+        for block in message.content:
+            if block.type == "text":
+                out.write(f"claude> {block.text}\n")
+            elif block.type == "tool_use" and block.name == "memory":
+                out.write(f"  [memory] {_describe_call(dict(block.input))}\n")
+        out.flush()
+        with Spinner("running memory commands", stream=err):
+            response = runner.generate_tool_call_response()
+        if response is None:
+            continue
+        conversation.append(response)
+        for result in response["content"]:
+            if isinstance(result, dict) and result.get("type") == "tool_result":
+                marker = "  [error] " if result.get("is_error") else "  [done] "
+                out.write(marker + _first_line(result.get("content")) + "\n")
+        out.flush()

@@ -1,0 +1,341 @@
+"""Moving memory between a vault and a plain folder.
+
+The folder layout is the one ``BetaLocalFilesystemMemoryTool(base_path=F)``
+uses: the files Claude sees as ``/memories/...`` live under ``F/memories/``.
+So a team leaving the SDK's filesystem backend imports ``./memory`` and a vault
+exported to ``F`` can be read by that tool again.
+
+Both directions apply the memory path rules to every name (they are one more
+way for a path to enter or leave the store):
+
+* :func:`import_folder` reads the whole folder first, refuses it as a whole if
+  any name or file breaks a rule (a symlink, a special file, a name that is
+  not a valid memory path, content that is not UTF-8 text or is over the file
+  size limit), and then records it as one ``import`` commit.
+* :func:`export_folder` writes the memory of one version into a fresh folder
+  that appears under ``F/memories`` only once it is complete; every file is
+  created below the target by name, relative to a directory descriptor, never
+  following a symlink, so nothing is ever written outside it.  A failed export
+  leaves nothing behind.  Exported files are plaintext: they are created mode
+  0600 in folders of mode 0700.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import durable, paths
+from .errors import AlreadyExistsError, ConflictError, IntegrityError, InvalidPathError, LimitError, VaultError
+from .paths import MemoryPath
+
+if TYPE_CHECKING:
+    from .history import Version
+    from .snapshot import Snapshot
+    from .store import Change, Vault
+
+MEMORIES = "memories"
+DEFAULT_MAX_FILE_BYTES = 102_400  # the tool's default per-file limit (SPEC.md)
+FILES_TRAILER = "Vaultmem-Files"
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What :func:`import_folder` did: the new version (None if the folder
+    held no files and nothing changed), the files and bytes it recorded, and
+    the empty folders it left out (git records files, not empty folders)."""
+
+    version: Version | None
+    files: int
+    bytes: int
+    empty_folders: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_folder` wrote: the version exported (None for a vault
+    with no versions yet), where, and how many files and bytes."""
+
+    version: str | None
+    folder: Path
+    files: int
+    bytes: int
+
+
+# -- import ----------------------------------------------------------------------
+
+
+def _shown(parts: tuple[str, ...]) -> str:
+    """A name from the folder, quoted so control and bidi characters are visible."""
+    return repr("/".join(parts))
+
+
+def _refuse(parts: tuple[str, ...], why: str) -> VaultError:
+    return VaultError(f"Error: cannot import {_shown(parts)}: {why}. Nothing was imported.")
+
+
+def memory_root(folder: str | os.PathLike[str]) -> Path:
+    """``folder/memories``, the memory root of an SDK filesystem base path."""
+    base = Path(folder)
+    root = base / MEMORIES
+    if not root.is_dir() or root.is_symlink():
+        hint = ""
+        if base.name == MEMORIES and base.is_dir():
+            hint = f" It looks like the memory root itself: give its parent, {str(base.parent)!r}."
+        raise VaultError(
+            f"Error: {str(base)!r} has no {MEMORIES}/ folder. Give the folder the SDK's "
+            f"BetaLocalFilesystemMemoryTool used as base_path (default ./memory).{hint}"
+        )
+    return root
+
+
+def read_folder(
+    folder: str | os.PathLike[str], max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+) -> tuple[list[tuple[MemoryPath, bytes]], list[str]]:
+    """Every file under ``folder/memories`` as ``(memory path, content)``, in
+    name order, and the empty folders; raises VaultError naming the first
+    entry that cannot be imported.  Reads through directory descriptors with
+    ``O_NOFOLLOW``, so a symlink swapped in while reading is refused too."""
+    root = memory_root(folder)
+    files: list[tuple[MemoryPath, bytes]] = []
+    empty: list[str] = []
+    seen: dict[MemoryPath, tuple[str, ...]] = {}
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for parts, data in _walk(fd, (), max_file_bytes, empty):
+            try:
+                path = paths.parse("/memories/" + "/".join(parts))
+            except InvalidPathError as err:
+                raise _refuse(parts, f"it is not a valid memory path ({err.rule})") from err
+            if path in seen:
+                raise _refuse(parts, f"it names the same memory path as {_shown(seen[path])} (paths are compared NFC)")
+            seen[path] = parts
+            files.append((path, data))
+    finally:
+        os.close(fd)
+    return files, empty
+
+
+def _walk(
+    dir_fd: int, parts: tuple[str, ...], max_file_bytes: int, empty: list[str]
+) -> Iterator[tuple[tuple[str, ...], bytes]]:
+    with os.scandir(dir_fd) as listing:
+        names = sorted(entry.name for entry in listing)
+    if not names and parts:
+        empty.append("/memories/" + "/".join(parts))
+    for name in names:
+        here = (*parts, name)
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise _refuse(here, "its name is not valid UTF-8") from err
+        info = os.lstat(name, dir_fd=dir_fd)
+        if stat.S_ISLNK(info.st_mode):
+            raise _refuse(here, "it is a symbolic link (only regular files and folders are imported)")
+        if stat.S_ISDIR(info.st_mode):
+            child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            try:
+                yield from _walk(child, here, max_file_bytes, empty)
+            finally:
+                os.close(child)
+        elif stat.S_ISREG(info.st_mode):
+            yield here, _read_file(dir_fd, name, here, max_file_bytes)
+        else:
+            raise _refuse(here, "it is not a regular file or folder")
+
+
+def _read_file(dir_fd: int, name: str, here: tuple[str, ...], max_file_bytes: int) -> bytes:
+    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _refuse(here, "it is not a regular file")
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, 1 << 16):
+            size += len(chunk)
+            if size > max_file_bytes:
+                raise LimitError(
+                    f"Error: cannot import {_shown(here)}: it is larger than the file size limit of "
+                    f"{max_file_bytes:,} bytes. Split or shorten it first. Nothing was imported."
+                )
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _refuse(here, f"it is not UTF-8 text (byte {err.start})") from err
+    return data
+
+
+def _file_in_the_way(snap: Snapshot, path: MemoryPath) -> MemoryPath | None:
+    """An existing file at ``path`` or at one of its parent folders."""
+    for depth in range(1, len(path.parts) + 1):
+        prefix = MemoryPath(path.parts[:depth])
+        kind = snap.kind(prefix)
+        if kind == "file" or (kind == "dir" and depth == len(path.parts)):
+            return prefix
+        if kind is None:
+            return None
+    return None
+
+
+def import_folder(
+    vault: Vault,
+    folder: str | os.PathLike[str],
+    *,
+    replace: bool = False,
+    actor: str = "vaultmem",
+    session: str | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> ImportResult:
+    """Record every file under ``folder/memories`` as one ``import`` commit.
+
+    By default the files are added to the memory and an import that would
+    overwrite anything (a file at the same path, or a file where a folder
+    must go) is refused whole.  With ``replace``, the memory becomes exactly
+    the folder (files not in it are removed); the old state stays in history.
+    """
+    from .store import Change
+
+    files, empty = read_folder(folder, max_file_bytes)
+    if not files and not replace:
+        return ImportResult(None, 0, 0, tuple(empty))
+    root = MemoryPath(())
+
+    def build(snap: Snapshot) -> Change:
+        change = Change("import", (root,), trailers=[(FILES_TRAILER, str(len(files)))])
+        if replace:
+            change.restores.append((root, None))
+        else:
+            clashes = [str(p) for p in (_file_in_the_way(snap, path) for path, _ in files) if p is not None]
+            if clashes:
+                shown = ", ".join(sorted(set(clashes))[:5]) + (" ..." if len(set(clashes)) > 5 else "")
+                raise AlreadyExistsError(
+                    f"Error: cannot import: {len(set(clashes))} path(s) already exist in the vault ({shown}). "
+                    "Import into an empty vault, remove them first, or replace the whole memory. "
+                    "Nothing was imported."
+                )
+        for path, data in files:
+            change.write(path, data)
+        return change
+
+    version = vault.mutate(build, actor=actor, session=session, skip_if_unchanged=replace)
+    return ImportResult(version, len(files), sum(len(d) for _, d in files), tuple(empty))
+
+
+# -- export ----------------------------------------------------------------------
+
+
+def export_folder(vault: Vault, folder: str | os.PathLike[str], at: str | datetime | None = None) -> ExportResult:
+    """Write the memory (now, or at version ``at``) to ``folder/memories``.
+
+    ``folder`` is created if missing (its parent must exist); ``folder/memories``
+    must not exist yet, and ``folder`` must not be inside the vault.  The files
+    are written to a private temporary folder beside it, flushed to disk, and
+    renamed into place, so ``folder/memories`` is either complete or absent.
+    """
+    snap = vault.snapshot(at)
+    base = Path(folder)
+    vault_dir = vault.path.resolve()
+    target_base = base.resolve()
+    if target_base == vault_dir or vault_dir in target_base.parents:
+        raise ConflictError(
+            "Error: cannot export into the vault's own folder: exported files are plaintext. Choose another folder."
+        )
+    if base.exists() and not base.is_dir():
+        raise ConflictError(f"Error: cannot export to {str(base)!r}: it is not a folder.")
+    destination = base / MEMORIES
+    if os.path.lexists(destination):
+        raise AlreadyExistsError(
+            f"Error: {str(destination)!r} already exists; an export never overwrites. "
+            "Choose a new folder or remove it first."
+        )
+    with contextlib.suppress(FileExistsError):
+        base.mkdir(mode=0o700)
+    staging = Path(tempfile.mkdtemp(prefix=".vaultmem-export-", dir=base))
+    done = False
+    try:
+        count, size = _write_tree(snap, staging)
+        durable.sync_filesystem(staging)
+        if os.path.lexists(destination):
+            raise AlreadyExistsError(f"Error: {str(destination)!r} appeared during the export; nothing was written.")
+        os.rename(staging, destination)
+        done = True
+        _sync_dir(base)
+    finally:
+        if not done:
+            shutil.rmtree(staging, ignore_errors=True)
+    return ExportResult(snap.id, destination, count, size)
+
+
+def _write_tree(snap: Snapshot, staging: Path) -> tuple[int, int]:
+    count = size = 0
+    root_fd = os.open(staging, _DIR_FLAGS)
+    dirs: dict[tuple[str, ...], int] = {(): root_fd}
+    try:
+        for path, _oid in _files(snap):
+            parent_fd = _make_dirs(dirs, path.parts[:-1])
+            data = snap.read_bytes(path)
+            fd = os.open(path.parts[-1], _CREATE_FLAGS, 0o600, dir_fd=parent_fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            count += 1
+            size += len(data)
+    finally:
+        for fd in dirs.values():
+            os.close(fd)
+    return count, size
+
+
+def _files(snap: Snapshot) -> Iterator[tuple[MemoryPath, bytes]]:
+    """Every file of the snapshot, each name checked against the path rules:
+    a tampered tree cannot name a place outside the export."""
+    try:
+        for path, oid in snap.files(MemoryPath(())):
+            if paths.parse(path.text) != path:
+                raise IntegrityError(
+                    f"Error: the vault names a file {path.text!r} that is not a canonical memory path."
+                )
+            yield path, oid
+    except (InvalidPathError, UnicodeDecodeError) as err:
+        raise IntegrityError(
+            "Error: the vault's tree holds a name that is not a valid memory path; run `vaultmem verify`. "
+            "Nothing was exported."
+        ) from err
+
+
+def _make_dirs(dirs: dict[tuple[str, ...], int], parts: tuple[str, ...]) -> int:
+    for depth in range(1, len(parts) + 1):
+        key = parts[:depth]
+        if key not in dirs:
+            parent = dirs[parts[: depth - 1]]
+            os.mkdir(parts[depth - 1], 0o700, dir_fd=parent)
+            dirs[key] = os.open(parts[depth - 1], _DIR_FLAGS, dir_fd=parent)
+    return dirs[parts]
+
+
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, _DIR_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
