@@ -15,7 +15,7 @@ from typing import Literal
 
 from . import objects
 from .crypto import Keyring, plaintext_size
-from .errors import ConflictError, NotFoundError
+from .errors import ConflictError, IntegrityError, NotFoundError
 from .paths import MemoryPath
 
 Kind = Literal["file", "dir"]
@@ -182,7 +182,10 @@ class TreeCache:
     def get(self, read: ReadRaw, oid: bytes) -> Entries:
         entries = self._trees.get(oid)
         if entries is None:
-            entries = objects.decode_tree(read(oid))
+            data = read(oid)
+            entries = objects.decode_tree(data)
+            if objects.encode_tree(entries) != data:  # an entry the decoder could not read would vanish
+                raise IntegrityError(f"Error: tree {oid.hex()} is malformed; run `vaultmem verify`.")
             self.put(oid, entries)
         return entries
 

@@ -2,6 +2,8 @@
 
 The folder layout is the one ``BetaLocalFilesystemMemoryTool(base_path=F)``
 uses: the files Claude sees as ``/memories/...`` live under ``F/memories/``.
+Both directions take ``F`` or ``F/memories``: a folder named ``memories`` is
+the memory root itself.
 So a team leaving the SDK's filesystem backend imports ``./memory`` and a vault
 exported to ``F`` can be read by that tool again.
 
@@ -33,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import durable, paths
+from . import durable, objects, paths
 from .errors import AlreadyExistsError, ConflictError, IntegrityError, InvalidPathError, LimitError, VaultError
 from .paths import MemoryPath
 
@@ -87,16 +89,15 @@ def _refuse(parts: tuple[str, ...], why: str) -> VaultError:
 
 
 def memory_root(folder: str | os.PathLike[str]) -> Path:
-    """``folder/memories``, the memory root of an SDK filesystem base path."""
+    """The folder whose files are ``/memories/...``: ``folder/memories`` for an
+    SDK base path such as ``./memory``, or ``folder`` itself when it is named
+    ``memories`` (``./memory/memories``)."""
     base = Path(folder)
-    root = base / MEMORIES
+    root = base if base.name == MEMORIES else base / MEMORIES
     if not root.is_dir() or root.is_symlink():
-        hint = ""
-        if base.name == MEMORIES and base.is_dir():
-            hint = f" It looks like the memory root itself: give its parent, {str(base.parent)!r}."
         raise VaultError(
-            f"Error: {str(base)!r} has no {MEMORIES}/ folder. Give the folder the SDK's "
-            f"BetaLocalFilesystemMemoryTool used as base_path (default ./memory).{hint}"
+            f"Error: {str(root)!r} is not a folder. Give the folder the SDK's BetaLocalFilesystemMemoryTool "
+            f"used as base_path (default ./memory), or its {MEMORIES}/ folder."
         )
     return root
 
@@ -231,7 +232,11 @@ def import_folder(
                     "Nothing was imported."
                 )
         for path, data in files:
-            change.write(path, data)
+            entry = snap.entry(path)
+            if replace and entry is not None and entry[0] != objects.MODE_TREE and snap.read_bytes(path) == data:
+                change.restores.append((path, entry))  # unchanged: keep its blob, so an identical import is no change
+            else:
+                change.write(path, data)
         return change
 
     version = vault.mutate(build, actor=actor, session=session, skip_if_unchanged=replace)
@@ -242,7 +247,8 @@ def import_folder(
 
 
 def export_folder(vault: Vault, folder: str | os.PathLike[str], at: str | datetime | None = None) -> ExportResult:
-    """Write the memory (now, or at version ``at``) to ``folder/memories``.
+    """Write the memory (now, or at version ``at``) to ``folder/memories`` (to
+    ``folder`` itself if it is named ``memories``).
 
     ``folder`` is created if missing (its parent must exist); ``folder/memories``
     must not exist yet, and ``folder`` must not be inside the vault.  The files
@@ -250,36 +256,49 @@ def export_folder(vault: Vault, folder: str | os.PathLike[str], at: str | dateti
     renamed into place, so ``folder/memories`` is either complete or absent.
     """
     snap = vault.snapshot(at)
-    base = Path(folder)
+    given = Path(folder)
+    destination = given if given.name == MEMORIES else given / MEMORIES
+    base = destination.parent
     vault_dir = vault.path.resolve()
-    target_base = base.resolve()
-    if target_base == vault_dir or vault_dir in target_base.parents:
+    target = destination.resolve()
+    if target == vault_dir or vault_dir in target.parents:
         raise ConflictError(
             "Error: cannot export into the vault's own folder: exported files are plaintext. Choose another folder."
         )
-    if base.exists() and not base.is_dir():
-        raise ConflictError(f"Error: cannot export to {str(base)!r}: it is not a folder.")
-    destination = base / MEMORIES
     if os.path.lexists(destination):
         raise AlreadyExistsError(
             f"Error: {str(destination)!r} already exists; an export never overwrites. "
             "Choose a new folder or remove it first."
         )
-    with contextlib.suppress(FileExistsError):
-        base.mkdir(mode=0o700)
-    staging = Path(tempfile.mkdtemp(prefix=".vaultmem-export-", dir=base))
+    if os.path.lexists(base) and not base.is_dir():
+        raise ConflictError(f"Error: cannot export to {str(base)!r}: it is not a folder.")
+    created = False
+    if not os.path.lexists(base):
+        try:
+            base.mkdir(mode=0o700)
+        except FileNotFoundError as err:
+            raise VaultError(f"Error: cannot export to {str(base)!r}: its parent folder does not exist.") from err
+        created = True
     done = False
     try:
-        count, size = _write_tree(snap, staging)
-        durable.sync_filesystem(staging)
-        if os.path.lexists(destination):
-            raise AlreadyExistsError(f"Error: {str(destination)!r} appeared during the export; nothing was written.")
-        os.rename(staging, destination)
-        done = True
-        _sync_dir(base)
+        staging = Path(tempfile.mkdtemp(prefix=".vaultmem-export-", dir=base))
+        try:
+            count, size = _write_tree(snap, staging)
+            durable.sync_filesystem(staging)
+            if os.path.lexists(destination):
+                raise AlreadyExistsError(
+                    f"Error: {str(destination)!r} appeared during the export; nothing was written."
+                )
+            os.rename(staging, destination)
+            done = True
+            _sync_dir(base)
+        finally:
+            if not done:
+                shutil.rmtree(staging, ignore_errors=True)
     finally:
-        if not done:
-            shutil.rmtree(staging, ignore_errors=True)
+        if not done and created:
+            with contextlib.suppress(OSError):
+                base.rmdir()
     return ExportResult(snap.id, destination, count, size)
 
 
