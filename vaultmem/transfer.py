@@ -1,11 +1,10 @@
 """Moving memory between a vault and a plain folder.
 
 The folder layout is the one ``BetaLocalFilesystemMemoryTool(base_path=F)``
-uses: the files Claude sees as ``/memories/...`` live under ``F/memories/``.
-Both directions take ``F`` or ``F/memories``: a folder named ``memories`` is
-the memory root itself.
-So a team leaving the SDK's filesystem backend imports ``./memory`` and a vault
-exported to ``F`` can be read by that tool again.
+uses: the files Claude sees as ``/memories/...`` live under ``F/memories/``,
+so a team leaving the SDK's filesystem backend imports ``./memory`` and a vault
+exported to ``F`` can be read by that tool again.  Both directions take ``F``
+or ``F/memories``: a folder named ``memories`` is the memory root itself.
 
 Both directions apply the memory path rules to every name (they are one more
 way for a path to enter or leave the store):
