@@ -155,7 +155,7 @@ def test_context_management_refuses_a_value_that_is_not_a_whole_number(name: str
 def test_request_defaults(memory: VaultMemoryTool | AsyncVaultMemoryTool) -> None:
     request = memory_request(memory, messages=MESSAGES)
     assert request == {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-5-5",
         "max_tokens": 4096,
         "messages": MESSAGES,
         "tools": [memory],
@@ -189,6 +189,28 @@ def test_request_puts_the_memory_beta_first_and_drops_duplicates(
         betas=["files-api-2025-04-14", MEMORY_BETA, "files-api-2025-04-14", "interleaved-thinking-2025-05-14"],
     )
     assert request["betas"] == [MEMORY_BETA, "files-api-2025-04-14", "interleaved-thinking-2025-05-14"]
+
+
+def test_request_takes_a_single_beta_string_as_one_beta_or_refuses_it(
+    memory: VaultMemoryTool | AsyncVaultMemoryTool,
+) -> None:
+    """``betas="files-api-2025-04-14"`` (a str is an Iterable[str]) must not become one beta per character."""
+    try:
+        request = memory_request(memory, messages=MESSAGES, betas="files-api-2025-04-14")
+    except VaultError:
+        return
+    assert request["betas"] == [MEMORY_BETA, "files-api-2025-04-14"]
+
+
+def test_request_takes_a_single_tool_dict_as_one_tool_or_refuses_it(
+    memory: VaultMemoryTool | AsyncVaultMemoryTool,
+) -> None:
+    """``tools=WEATHER_TOOL`` (a dict is an Iterable) must not become one "tool" per key."""
+    try:
+        request = memory_request(memory, messages=MESSAGES, tools=WEATHER_TOOL)
+    except VaultError:
+        return
+    assert request["tools"] == [memory, WEATHER_TOOL]
 
 
 def test_request_copies_the_messages(memory: VaultMemoryTool | AsyncVaultMemoryTool) -> None:
@@ -361,3 +383,11 @@ def test_request_errors_are_vault_errors_with_the_error_prefix(memory: VaultMemo
             make()
         assert type(info.value) is VaultError
         assert str(info.value).startswith("Error: ")
+
+
+def test_the_default_model_is_not_one_the_sdk_calls_deprecated() -> None:
+    from anthropic.resources.messages.messages import DEPRECATED_MODELS
+
+    from vaultmem.agent import DEFAULT_MODEL
+
+    assert DEFAULT_MODEL not in DEPRECATED_MODELS

@@ -36,7 +36,7 @@ from vaultmem.progress import SPINNER_FRAMES, Spinner
 from vaultmem.replay import ReplayServer, Request, reply, text, tool_use
 
 MEMORY_TOOL = {"type": "memory_20250818", "name": "memory"}
-MODEL = "claude-sonnet-4-6"  # in-process runs; the command's own default is checked as claude-sonnet-4-5
+MODEL = "claude-sonnet-4-6"  # in-process runs; the command's own default is checked as claude-sonnet-5-5
 NOTE = "/memories/customers/ada.txt"
 
 
@@ -168,7 +168,7 @@ def test_chat_prints_claudes_text_and_each_memory_call(session: tuple[Path, str,
     vault_path, _, done = session
     assert done.code == 0, done.err
     lines = done.out.split("\n")
-    assert lines[0] == f"Chatting with claude-sonnet-4-5. Memory: {vault_path} (actor chat-tester, session ticket-7)."
+    assert lines[0] == f"Chatting with claude-sonnet-5-5. Memory: {vault_path} (actor chat-tester, session ticket-7)."
     assert "you> " not in done.out  # no prompt on a pipe
     body = [line for line in lines[3:] if line]
     assert body == [
@@ -213,7 +213,7 @@ def test_chat_requests_declare_the_memory_tool_beta_and_context_editing(
         assert MEMORY_BETA in request.betas
         assert request.conversation is not None
         assert MEMORY_TOOL in request.conversation.tools
-        assert request.body["model"] == "claude-sonnet-4-5"
+        assert request.body["model"] == "claude-sonnet-5-5"
         edits = request.body["context_management"]["edits"]
         assert [edit["exclude_tools"] for edit in edits] == [["memory"]]
         assert edits[0]["type"] == "clear_tool_uses_20250919"
@@ -346,7 +346,8 @@ def test_a_failed_request_is_reported_and_the_line_dropped_from_the_conversation
     ]
     # The loop went on to the next line, whose conversation no longer holds the failed one.
     assert _texts(requests[3]) == [("user", "first"), ("assistant", "Hello."), ("user", "third")]
-    assert requests[3].refused is None
+    # well-formed: refused only because the recording had no turn left for it
+    assert requests[3].refused == "the recorded session is over: no turn left to replay"
 
 
 def test_exit_words_and_blank_lines(tool: VaultMemoryTool, vault_path: Path) -> None:
@@ -464,7 +465,7 @@ def test_spinner_writes_nothing_to_a_pipe() -> None:
         assert reader.read() == b""
 
 
-def _read_until(fd: int, until: Callable[[bytes], bool], data: bytes = b"", timeout: float = 60) -> bytes:
+def _read_until(fd: int, until: Callable[[bytes], bool], data: bytes = b"", timeout: float = 15) -> bytes:
     """Read a pty master until ``until(everything read)`` holds (a guard, not a timing check)."""
     deadline = time.monotonic() + timeout
     while not until(data) and time.monotonic() < deadline:

@@ -297,6 +297,53 @@ def test_it_refuses_get_and_other_paths(server: ReplayServer) -> None:
     assert len(server.requests) == 2
 
 
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
+def test_it_refuses_other_methods_like_get(server: ReplayServer, method: str) -> None:
+    """Any method but POST is refused the same way: a 400 invalid_request_error, recorded."""
+    data = json.dumps(body()).encode() if method != "DELETE" else None
+    status, _, answer = raw(server, data, method=method, headers={"anthropic-beta": BETA})
+    assert status == 400
+    assert json.loads(answer)["error"] == {
+        "type": "invalid_request_error",
+        "message": f"{method} /v1/messages is not served here; only POST /v1/messages",
+    }
+    request = assert_refused(server, f"{method} /v1/messages is not served here")
+    assert request.method == method
+
+
+def test_a_chunked_json_body_is_read_as_json(server: ReplayServer) -> None:
+    """A client may send the body chunked, without Content-Length; it is still the same JSON request."""
+    port = urlsplit(server.url).port
+    assert port
+    data = json.dumps(body()).encode()
+    head = (
+        "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"anthropic-beta: {BETA}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    chunked = f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(head.encode() + chunked)
+        connection.shutdown(socket.SHUT_WR)
+        response = b"".join(iter(lambda: connection.recv(65536), b""))
+    status_line, _, rest = response.partition(b"\r\n")
+    answer = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert server.requests[0].refused is None, server.requests[0].refused
+    assert status_line.split()[1] == b"200"
+    assert answer["content"] == [{"type": "text", "text": "first"}]
+
+
+def test_a_refused_streaming_request_raises_before_any_event(server: ReplayServer) -> None:
+    args: dict[str, Any] = {"model": MODEL, "max_tokens": 64, "messages": HELLO, "tools": [MEMORY_TOOL]}
+    with (
+        pytest.raises(anthropic.BadRequestError) as info,
+        client_for(server).beta.messages.stream(**args) as stream,
+    ):
+        stream.get_final_message()
+    assert_bad_request(info, "beta header")
+    assert_refused(server, "beta header")
+    assert server.requests[-1].body["stream"] is True
+
+
 def test_a_refused_request_does_not_use_up_a_turn(server: ReplayServer) -> None:
     with pytest.raises(anthropic.BadRequestError):
         create(server, betas=[])

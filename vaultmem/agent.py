@@ -4,7 +4,7 @@
 ``client.beta.messages.tool_runner(...)`` with the settings the memory tool's
 documentation recommends, so application code stays short::
 
-    request = memory_request(memory, model="claude-sonnet-4-5", messages=[...])
+    request = memory_request(memory, model="claude-sonnet-5-5", messages=[...])
     for message in client.beta.messages.tool_runner(**request):
         ...
 
@@ -36,7 +36,7 @@ MEMORY_BETA = "context-management-2025-06-27"
 MEMORY_TOOL_TYPE = "memory_20250818"
 MEMORY_TOOL_NAME = "memory"
 CLEAR_TOOL_USES = "clear_tool_uses_20250919"
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_MAX_TOKENS = 4096
 
 TIDY_NOTE = (
@@ -150,6 +150,10 @@ def memory_request(
         raise VaultError(
             f"Error: the first argument must be the memory tool (a VaultMemoryTool), declared as {MEMORY_TOOL_TYPE}."
         )
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+        raise VaultError("Error: tools must be a list of tools, not a single tool.")
+    if isinstance(betas, (str, bytes)) or not isinstance(betas, Iterable):
+        raise VaultError("Error: betas must be a list of beta names, not a single string.")
     others = list(tools)
     if any(_tool_type(tool) == MEMORY_TOOL_TYPE for tool in others):
         raise VaultError("Error: tools= already holds a memory tool; a request may declare only one.")
@@ -159,6 +163,8 @@ def memory_request(
         raise VaultError(f"Error: max_tokens must be a whole number of at least 1, not {max_tokens!r}.")
     all_betas = [MEMORY_BETA]
     for beta in betas:
+        if not isinstance(beta, str) or not beta:
+            raise VaultError(f"Error: each beta must be a non-empty string, not {beta!r}.")
         if beta not in all_betas:
             all_betas.append(beta)
     request: dict[str, Any] = {

@@ -47,6 +47,15 @@ def _first_line(content: Any) -> str:
     return first + (" ..." if rest else "")
 
 
+def _reason(error: Any) -> str:
+    """The API's own words for an error (its ``error.message``), as one sentence."""
+    body = getattr(error, "body", None)
+    detail = body.get("error") if isinstance(body, dict) else None
+    message = detail.get("message") if isinstance(detail, dict) else None
+    text = " ".join(str(message if isinstance(message, str) and message else error.message).split())
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def run(
     memory: Any,
     *,
@@ -95,13 +104,13 @@ def run(
         try:
             _turn(client, request, conversation, out, err)
         except anthropic.AuthenticationError as error:
-            err.write(f"vaultmem: the API refused the key in {API_KEY_ENV}: {error.message}\n")
+            err.write(f"vaultmem: the API refused the key in {API_KEY_ENV}: {_reason(error)}\n")
             return 2
         except anthropic.APIError as error:
             # Memory changes already made stay (each is a commit); the conversation
             # goes back to before this line so it stays well-formed.
             del conversation[start:]
-            err.write(f"vaultmem: the request to Claude failed: {error.message}. Try again, or /exit.\n")
+            err.write(f"vaultmem: the request to Claude failed: {_reason(error)} Try again, or /exit.\n")
 
 
 def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: TextIO, err: TextIO) -> None:

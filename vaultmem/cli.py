@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from .agent import DEFAULT_MODEL
 from .errors import NotFoundError, VaultError
 from .progress import ProgressBar
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .history import Version
     from .store import Vault
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+
 SHORT = 10  # hex digits of a version id shown to people; any unambiguous prefix is accepted back
 NO_VERSION = "0" * 40  # what an undo back past the first version was restored from: the empty memory
 ENV_VAULT = "VAULTMEM_VAULT"
@@ -224,6 +225,8 @@ def _run(args: argparse.Namespace) -> int:
         if not chat.has_api_key():
             print(chat.NO_KEY, file=sys.stderr)
             return 2
+        if args.max_tokens < 1:
+            raise UsageError("--max-tokens must be at least 1.")
     if not args.vault:
         raise UsageError(f"no vault given: use --vault PATH or set {ENV_VAULT}.")
     if args.command == "init":

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from .agent import memory_request
+from .agent import DEFAULT_MODEL, memory_request
 from .errors import AlreadyExistsError
 from .replay import Conversation, ReplayServer, Reply, reply, text, tool_use
 
@@ -205,11 +205,11 @@ def _demo_folder(folder: str | None) -> Iterator[tuple[Path, bool]]:
 
 def key_file_for(folder: str | os.PathLike[str]) -> Path:
     """Where a kept demo vault's key is written: beside the vault, never inside it."""
-    path = Path(folder)
+    path = Path(folder).resolve()  # "." or "./" has no name of its own
     return path.with_name(path.name + ".key")
 
 
-def run(folder: str | None, out: TextIO, model: str = "claude-sonnet-4-5") -> None:
+def run(folder: str | None, out: TextIO, model: str = DEFAULT_MODEL) -> None:
     """Run the demo in ``folder`` (kept, with its key in ``FOLDER.key``) or in a
     temporary folder removed at the end."""
     import anthropic

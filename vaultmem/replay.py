@@ -215,9 +215,11 @@ class ReplayServer:
             except Refused as err:
                 self.requests.append(Request(method, path, headers, body, refused=str(err)))
                 return 400, _error(str(err)), False
-            self.requests.append(Request(method, path, headers, body, conversation))
             if not self.turns:
-                return 400, _error("the recorded session is over: no turn left to replay"), False
+                over = "the recorded session is over: no turn left to replay"
+                self.requests.append(Request(method, path, headers, body, conversation, refused=over))
+                return 400, _error(over), False
+            self.requests.append(Request(method, path, headers, body, conversation))
             turn = self.turns.pop(0)
             message = dict(turn(conversation) if callable(turn) else turn)
             message.setdefault("id", f"msg_replay_{next(self._ids):04d}")
@@ -316,9 +318,25 @@ def events(message: Reply) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def _handler(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
+        def _body(self) -> bytes:
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                chunks: list[bytes] = []
+                while True:
+                    size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass  # trailers
+                        return b"".join(chunks)
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
             length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length > 0 else b""
+            return self.rfile.read(length) if length > 0 else b""
+
+        def _serve(self) -> None:
+            try:
+                raw = self._body()
+            except ValueError:
+                raw = b""
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, payload, stream = server.answer(self.command, self.path, headers, raw)
             self.send_response(status)
@@ -338,8 +356,7 @@ def _handler(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(encoded)
 
-        do_POST = _serve
-        do_GET = _serve
+        do_POST = do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # the demo's output is the conversation, not an access log
