@@ -391,3 +391,37 @@ def test_the_default_model_is_not_one_the_sdk_calls_deprecated() -> None:
     from vaultmem.agent import DEFAULT_MODEL
 
     assert DEFAULT_MODEL not in DEPRECATED_MODELS
+
+
+def test_describe_call_names_the_command_and_its_paths() -> None:
+    from vaultmem.agent import describe_call
+
+    assert describe_call({"command": "create", "path": "/memories/a.txt", "file_text": "secret"}) == (
+        "create /memories/a.txt"
+    )
+    assert describe_call({"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"}) == (
+        "rename /memories/a -> /memories/b"
+    )
+
+
+def test_result_text_and_tool_results_read_what_the_runner_sends_back() -> None:
+    from vaultmem.agent import result_text, tool_results
+
+    response = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "File created successfully at: /memories/a"},
+            {"type": "text", "text": "not a result"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "t2",
+                "content": [{"type": "text", "text": "Error: "}, {"type": "text", "text": "x"}],
+                "is_error": True,
+            },
+        ],
+    }
+    results = tool_results(response)
+    assert [r["tool_use_id"] for r in results] == ["t1", "t2"]
+    assert [result_text(r) for r in results] == ["File created successfully at: /memories/a", "Error: x"]
+    assert tool_results(None) == []
+    assert result_text({"content": None}) == ""

@@ -188,3 +188,28 @@ def memory_request(
         raise VaultError(f"Error: {', '.join(clash)} given twice.")
     request.update(params)
     return request
+
+
+# -- showing a session to people ---------------------------------------------------
+
+
+def describe_call(params: Mapping[str, Any]) -> str:
+    """A memory call as one short line: ``create /memories/a.txt``, ``rename A -> B``."""
+    if params.get("command") == "rename":
+        return f"rename {params.get('old_path')} -> {params.get('new_path')}"
+    return f"{params.get('command')} {params.get('path')}"
+
+
+def result_text(result: Mapping[str, Any]) -> str:
+    """The text of a ``tool_result`` block (its content is a string or text blocks)."""
+    content = result.get("content")
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return content if isinstance(content, str) else ""
+
+
+def tool_results(response: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The ``tool_result`` blocks of the user message a tool runner sends back."""
+    if response is None or not isinstance(response.get("content"), list):
+        return []
+    return [b for b in response["content"] if isinstance(b, Mapping) and b.get("type") == "tool_result"]

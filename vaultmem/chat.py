@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .agent import memory_request
+from .agent import describe_call, memory_request, result_text, tool_results
 from .progress import Spinner
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -33,16 +33,7 @@ def has_api_key() -> bool:
     return bool(os.environ.get(API_KEY_ENV, "").strip())
 
 
-def _describe_call(params: dict[str, Any]) -> str:
-    if params.get("command") == "rename":
-        return f"rename {params.get('old_path')} -> {params.get('new_path')}"
-    return f"{params.get('command')} {params.get('path')}"
-
-
-def _first_line(content: Any) -> str:
-    if isinstance(content, list):
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    text = content if isinstance(content, str) else ""
+def _first_line(text: str) -> str:
     first, _, rest = text.partition("\n")
     return first + (" ..." if rest else "")
 
@@ -125,15 +116,14 @@ def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: Te
             if block.type == "text":
                 out.write(f"claude> {block.text}\n")
             elif block.type == "tool_use" and block.name == "memory":
-                out.write(f"  [memory] {_describe_call(dict(block.input))}\n")
+                out.write(f"  [memory] {describe_call(dict(block.input))}\n")
         out.flush()
         with Spinner("running memory commands", stream=err):
             response = runner.generate_tool_call_response()
         if response is None:
             continue
         conversation.append(response)
-        for result in response["content"]:
-            if isinstance(result, dict) and result.get("type") == "tool_result":
-                marker = "  [error] " if result.get("is_error") else "  [done] "
-                out.write(marker + _first_line(result.get("content")) + "\n")
+        for result in tool_results(response):
+            marker = "  [error] " if result.get("is_error") else "  [done] "
+            out.write(marker + _first_line(result_text(result)) + "\n")
         out.flush()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from .agent import DEFAULT_MODEL, memory_request
+from .agent import DEFAULT_MODEL, describe_call, memory_request, result_text, tool_results
 from .errors import AlreadyExistsError
 from .replay import Conversation, ReplayServer, Reply, reply, text, tool_use
 
@@ -137,20 +137,6 @@ class _Printer:
             self.line(prefix + row)
 
 
-def _call_text(params: dict[str, Any]) -> str:
-    command = params.get("command", "?")
-    if command == "rename":
-        return f"memory {command} {params.get('old_path')} -> {params.get('new_path')}"
-    return f"memory {command} {params.get('path')}"
-
-
-def _result_text(result: dict[str, Any]) -> str:
-    content = result.get("content")
-    if isinstance(content, list):
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return content if isinstance(content, str) else ""
-
-
 def _converse(client: Any, memory: Any, model: str, p: _Printer) -> None:
     """Both user turns through the tool runner, printing what happens."""
     conversation: list[Any] = []
@@ -166,16 +152,14 @@ def _converse(client: Any, memory: Any, model: str, p: _Printer) -> None:
                 if block.type == "text":
                     p.line(f"claude: {block.text}")
                 elif block.type == "tool_use":
-                    p.line(f"  -> {_call_text(dict(block.input))}")
+                    p.line(f"  -> memory {describe_call(dict(block.input))}")
             response = runner.generate_tool_call_response()
             if response is None:
                 continue
             conversation.append(response)
-            for result in response["content"]:
-                if isinstance(result, dict) and result.get("type") == "tool_result":
-                    marker = "  <- error (is_error: true):" if result.get("is_error") else "  <-"
-                    p.line(marker)
-                    p.indented(_result_text(result), limit=SHOWN_LINES)
+            for result in tool_results(response):
+                p.line("  <- error (is_error: true):" if result.get("is_error") else "  <-")
+                p.indented(result_text(result), limit=SHOWN_LINES)
 
 
 def _seed(vault: Any) -> str:
