@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -327,9 +328,7 @@ def test_the_writer_lock_follows_a_lock_file_that_was_removed(vault: Vault, vaul
     tool = VaultMemoryTool(vault, actor="a")
     tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
     lock_file = vault_path / "vaultmem" / "lock"
-    lock_file.unlink()
-    (vault_path / "vaultmem" / "pending").unlink()
-    (vault_path / "vaultmem").rmdir()
+    shutil.rmtree(vault_path / "vaultmem")  # lock, pending record, read log: all disposable
     other = Vault.open(vault_path, key=key)
     with other._lock.hold():  # makes a new lock file and holds it
         probe = os.open(lock_file, os.O_RDWR)

@@ -149,6 +149,20 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("folder", metavar="FOLDER", help="created if missing; FOLDER/memories must not exist")
     _at(exp)
 
+    expire = commands.add_parser("expire", help="delete files nobody read for a while, as one version")
+    expire.add_argument("--unread-for", metavar="AGE", required=True, help="such as 30d, 12h, 2w (s, m, h, d, w)")
+    expire.add_argument("--dry-run", action="store_true", help="only list the files that would be deleted")
+    _json(expire)
+    _who(expire, "cli")
+    policy = commands.add_parser("policy", help="show, change or list changes of the vault's policy").add_subparsers(
+        dest="policy_command", required=True, metavar="POLICY_COMMAND"
+    )
+    _json(policy.add_parser("show", help="the policy in force"))
+    policy_set = policy.add_parser("set", help="change fields, e.g. secrets=refuse max_files=500 expire_after=30d")
+    policy_set.add_argument("changes", metavar="FIELD=VALUE", nargs="+")
+    _who(policy_set, "cli")
+    _json(policy.add_parser("log", help="every change of the policy, newest first"))
+
     demo = commands.add_parser("demo", help="an offline agent session against the vault, Claude's turns replayed")
     demo.add_argument("folder", metavar="FOLDER", nargs="?", help="keep the demo vault here (key in FOLDER.key)")
     chat = commands.add_parser("chat", help="talk to Claude with the vault as its memory (needs ANTHROPIC_API_KEY)")
@@ -236,7 +250,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"Created an empty vault in {args.vault}.")
         return 0
     with _open(args) as vault:
-        handler = COMMANDS[args.command if args.command != "key" else f"key {args.key_command}"]
+        name = {
+            "key": f"key {getattr(args, 'key_command', '')}",
+            "policy": f"policy {getattr(args, 'policy_command', '')}",
+        }
+        handler = COMMANDS[name.get(args.command, args.command)]
         return handler(vault, args)
 
 
@@ -535,6 +553,96 @@ def _read_line(prompt: str) -> str:
     return line.rstrip("\n")
 
 
+def _expire(vault: Vault, args: argparse.Namespace) -> int:
+    result = vault.expire(args.unread_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
+    if args.json:
+        _print_json(
+            {
+                "dry_run": args.dry_run,
+                "version": result.version.id if result.version else None,
+                "files": [{"path": s.path, "last_used": _when(s.last_used)} for s in result.stale],
+            }
+        )
+        return 0
+    for stale in result.stale:
+        print(f"{_when(stale.last_used)}  {stale.path}")
+    count = f"{len(result.stale)} file{'s' if len(result.stale) != 1 else ''}"
+    if not result.stale:
+        print(f"Nothing to expire: every file was read or written in the last {args.unread_for}.")
+    elif args.dry_run:
+        print(f"Would delete {count} unused for {args.unread_for} or more (dry run: nothing changed).")
+    elif result.version is not None:
+        print(f"Deleted {count} unused for {args.unread_for} or more: new version {_short(result.version.id)}.")
+    return 0
+
+
+def _policy_show(vault: Vault, args: argparse.Namespace) -> int:
+    from .policy import format_duration, show_value
+
+    data = vault.policy.to_dict()
+    if args.json:
+        _print_json(data)
+        return 0
+    for name, value in data.items():
+        shown = format_duration(value) if name == "expire_after" and value is not None else show_value(value)
+        print(f"{name:<16} {shown}")
+    return 0
+
+
+def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
+    from .policy import show_value
+
+    changes: dict[str, Any] = {}
+    for item in args.changes:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{item!r} is not FIELD=VALUE (such as secrets=refuse).")
+        changes[name.strip()] = _policy_value(name.strip(), raw.strip())
+    before = vault.policy
+    after = vault.set_policy(actor=args.actor, session=args.session, **changes)
+    changed = after.changed_fields(before)
+    if not changed:
+        print("Nothing changed: the policy already says that.")
+    for name in changed:
+        print(f"{name}: {show_value(before.to_dict()[name])} -> {show_value(after.to_dict()[name])}")
+    return 0
+
+
+def _policy_value(name: str, raw: str) -> Any:
+    """A FIELD=VALUE value: JSON (numbers, true/false, null, objects) where it
+    parses, else the text (secrets=refuse, expire_after=30d)."""
+    if name == "expire_after" and raw not in ("null", "none", ""):
+        return raw
+    if raw.lower() in ("none", "off") and name != "secrets":
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _policy_log(vault: Vault, args: argparse.Namespace) -> int:
+    versions = vault.policy_history()
+    if args.json:
+        _print_json(
+            [
+                {
+                    "id": v.id,
+                    "time": _when(v.time),
+                    "actor": v.actor,
+                    "session": v.session,
+                    "changed": list(v.changed),
+                    "policy": v.policy.to_dict(),
+                }
+                for v in versions
+            ]
+        )
+        return 0
+    for v in versions:
+        print(f"{_short(v.id)}  {_when(v.time)}  {v.actor}  {v.session or '-'}  {', '.join(v.changed)}")
+    return 0
+
+
 # -- auditing and keys ---------------------------------------------------------------
 
 
@@ -662,6 +770,10 @@ COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
     "key rotate": _key_rotate,
     "git-setup": _git_setup,
     "import": _import,
+    "expire": _expire,
+    "policy show": _policy_show,
+    "policy set": _policy_set,
+    "policy log": _policy_log,
     "export": _export,
     "chat": _chat,
 }

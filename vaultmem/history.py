@@ -17,7 +17,7 @@ from .paths import MemoryPath, parse
 
 SEAL_HEADER = b"vaultmem-seal"  # a commit header, like git's own gpgsig
 RESTORED_FROM = "Vaultmem-Restored-From"
-COMMANDS = ("create", "str_replace", "insert", "delete", "rename", "restore", "undo", "rekey", "import")
+COMMANDS = ("create", "str_replace", "insert", "delete", "rename", "restore", "undo", "rekey", "import", "expire")
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ class SizeCache:
 
     def __init__(self) -> None:
         self._sizes: dict[bytes, int] = {}
+        self._counts: dict[bytes, int] = {}
 
     def blob(self, read: ReadRaw, oid: bytes) -> int:
         size = self._sizes.get(oid)
@@ -50,6 +51,16 @@ class SizeCache:
                 size += self.tree(read, trees, child) if mode == objects.MODE_TREE else self.blob(read, child)
             self._sizes[oid] = size
         return size
+
+    def files(self, read: ReadRaw, trees: TreeCache, oid: bytes) -> int:
+        """How many files a tree holds, at any depth."""
+        count = self._counts.get(oid)
+        if count is None:
+            count = 0
+            for mode, child in trees.get(read, oid).values():
+                count += self.files(read, trees, child) if mode == objects.MODE_TREE else 1
+            self._counts[oid] = count
+        return count
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,12 @@ class Snapshot:
         if found[0] == objects.MODE_TREE:
             return self.sizes.tree(self.read_raw, self.trees, found[1])
         return self.sizes.blob(self.read_raw, found[1])
+
+    def count_files(self) -> int:
+        """How many files the memory holds."""
+        if self.memories_id is None:
+            return 0
+        return self.sizes.files(self.read_raw, self.trees, self.memories_id)
 
     def files(self, path: MemoryPath) -> Iterator[tuple[MemoryPath, bytes]]:
         """Every file at or below ``path`` with its blob id, depth first."""

@@ -11,13 +11,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
-from . import durable, keys, objects, paths, transfer
+from . import durable, expiry, keys, objects, paths, transfer
+from . import policy as policy_mod
 from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
 from .diff import FileChange, changes, unified
 from .errors import (
@@ -31,8 +32,9 @@ from .errors import (
 from .history import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_message, parse_when, walk
 from .keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from .paths import MemoryPath
+from .policy import Policy
 from .snapshot import SizeCache, Snapshot, TreeCache, TreeEditor
-from .verify import Progress, VerifyReport, verify
+from .verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
 MERGE_EVERY = 16  # commits between checks, and the number of packs that makes a merge worth it
@@ -106,6 +108,8 @@ class Vault:
         self._lock = durable.WriterLock(path)
         self._ref_path = os.path.join(path, MAIN)
         self._objects_dir = path / "objects"
+        self._policy: tuple[str | None, Policy] | None = None
+        self.reads = expiry.ReadLog(path)
 
     def close(self) -> None:
         """Release the lock file's descriptor (reopened if the vault is used again)."""
@@ -597,7 +601,7 @@ class Vault:
         replace: bool = False,
         actor: str = "vaultmem",
         session: str | None = None,
-        max_file_bytes: int = transfer.DEFAULT_MAX_FILE_BYTES,
+        max_file_bytes: int | None = None,
     ) -> transfer.ImportResult:
         """Record the files of an SDK filesystem memory (``folder/memories``) as
         one ``import`` commit; see :func:`vaultmem.transfer.import_folder`."""
@@ -620,7 +624,77 @@ class Vault:
                 doc = Keyring.parse(keyring_blob(self.repo, ref.target))
             except VaultError:
                 doc = None
-        return verify(self.repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
+        report = verify(self.repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
+        try:
+            policy_mod.history(self.repo, self.keyring)  # every policy commit: sealed and well formed
+        except VaultError as err:
+            report.findings.append(Finding("policy", None, None, str(err)))
+        return report
+
+    # -- expiry (vaultmem.expiry does the work) ----------------------------------
+
+    def note_read(self, path: str) -> None:
+        """Record that a file was read now (for expiry; kept outside the history)."""
+        self.reads.note([paths.parse(path).text], self.clock())
+
+    def expire(
+        self,
+        unread_for: int | str | timedelta,
+        *,
+        dry_run: bool = False,
+        actor: str = "vaultmem",
+        session: str | None = None,
+        now: float | None = None,
+    ) -> expiry.ExpireResult:
+        """Delete every file neither read nor written for ``unread_for``
+        (``"30d"``, seconds, a timedelta) as one ``expire`` commit; with
+        ``dry_run``, only list them.  See :mod:`vaultmem.expiry`."""
+        return expiry.expire(self, unread_for, dry_run=dry_run, actor=actor, session=session, now=now)
+
+    # -- policy (vaultmem.policy does the work) ----------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        """The vault's stored policy (the defaults until an operator sets one).
+        Raises IntegrityError if the stored policy fails its seal."""
+        ref = self.repo.references.get(policy_mod.POLICY_REF)
+        target = str(ref.target) if ref is not None else None
+        cached = self._policy
+        if cached is None or cached[0] != target:
+            policy, _ = policy_mod.read_policy(self.repo, self.keyring)
+            cached = self._policy = (target, policy)
+        return cached[1]
+
+    def set_policy(
+        self,
+        policy: Policy | None = None,
+        *,
+        actor: str,
+        session: str | None = None,
+        **changes: Any,
+    ) -> Policy:
+        """Change the vault's policy: a whole new ``policy``, or some fields
+        (``secrets="refuse"``, ``max_files=500``, ``expire_after="30d"``) on top
+        of the current one.  One sealed commit on the policy branch records the
+        actor; a change that changes nothing makes none."""
+        _check_label("actor", actor)
+        _check_label("session", session, optional=True)
+        if policy is not None and changes:
+            raise VaultError("Error: give either a whole policy or fields to change, not both.")
+        with self._lock.hold():
+            current, _ = policy_mod.read_policy(self.repo, self.keyring)
+            new = policy if policy is not None else current.with_changes(changes)
+            if not isinstance(new, Policy):
+                raise VaultError("Error: policy must be a vaultmem.Policy.")
+            changed = new.changed_fields(current)
+            if changed:
+                now = int(self.clock())
+                policy_mod.write_policy(self.repo, self.path, self.keyring, new, changed, actor, session, now)
+            return new
+
+    def policy_history(self, limit: int | None = None) -> list[policy_mod.PolicyVersion]:
+        """Every change of the policy, newest first: who, when, which fields."""
+        return policy_mod.history(self.repo, self.keyring, limit)
 
     # -- keys (vaultmem.keys does the work) --------------------------------------
 

@@ -6,8 +6,8 @@ a :class:`~vaultmem.store.Change` to commit.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from anthropic.lib.tools import ToolError
@@ -24,9 +24,14 @@ from anthropic.types.beta import (
 
 from . import paths, text
 from .errors import InvalidPathError, VaultError
+from .guard import Guard
 from .paths import MemoryPath
+from .policy import Policy
 from .snapshot import Listed, Snapshot
 from .store import Change, Vault
+
+if TYPE_CHECKING:
+    from .secrets import Detector
 
 DEFAULT_MAX_FILE_BYTES = 100 * 1024
 DEFAULT_VIEW_CAP = 16_000
@@ -107,17 +112,19 @@ class MemoryCommands:
         *,
         actor: str,
         session: str | None,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_file_bytes: int | None = None,
         view_cap: int = DEFAULT_VIEW_CAP,
+        policy: Policy | Mapping[str, Any] | None = None,
+        detectors: Iterable[Detector] = (),
     ) -> None:
-        if not _is_int(max_file_bytes) or max_file_bytes < 1:
+        if max_file_bytes is not None and (not _is_int(max_file_bytes) or max_file_bytes < 1):
             raise VaultError("Error: max_file_bytes must be a positive integer.")
         if not _is_int(view_cap) or view_cap < 100:
             raise VaultError("Error: view_cap must be an integer of at least 100 characters.")
         self.vault = vault
         self.actor = actor
         self.session = session
-        self.max_file_bytes = max_file_bytes
+        self.guard = Guard(vault, policy, detectors, max_file_bytes)
         self.view_cap = view_cap
         self._handlers: dict[str, Callable[[dict[str, Any]], str]] = {
             "view": self.view,
@@ -128,8 +135,14 @@ class MemoryCommands:
             "rename": self.rename,
         }
 
+    @property
+    def max_file_bytes(self) -> int:
+        """The per-file limit in force (the application's, else the vault policy's)."""
+        return self.guard.policy().max_file_bytes
+
     def run(self, raw: object) -> str:
         params = parse_input(raw)
+        self.guard.maybe_expire(self.session)
         try:
             return self._handlers[params["command"]](params)
         except ToolError:
@@ -169,16 +182,16 @@ class MemoryCommands:
                 return None
         return None
 
-    def _encode(self, shown: str, content: str) -> bytes:
+    def _encode(self, shown: str, content: str, limit: int) -> bytes:
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError as err:
             raise _fail(
                 "Error: the text is not valid Unicode (it contains a lone surrogate); nothing was written."
             ) from err
-        if len(data) > self.max_file_bytes:
+        if len(data) > limit:
             raise _fail(
-                f"Error: File {shown} would be {len(data):,} bytes; the limit is {self.max_file_bytes:,} bytes per "
+                f"Error: File {shown} would be {len(data):,} bytes; the limit is {limit:,} bytes per "
                 "file. Nothing was written. Keep the file shorter or split it into several files."
             )
         if text.count_lines(content) > text.MAX_LINES:
@@ -188,8 +201,10 @@ class MemoryCommands:
             )
         return data
 
-    def _commit(self, build: Callable[[Snapshot], Change]) -> None:
+    def _commit(self, build: Callable[[Snapshot], Change], used: MemoryPath | None = None) -> None:
         self.vault.mutate(build, actor=self.actor, session=self.session)
+        if used is not None:
+            self.vault.reads.note([used.text], self.vault.clock(), always=True)
 
     # -- commands ----------------------------------------------------------
 
@@ -207,7 +222,9 @@ class MemoryCommands:
                     "view it without `view_range`."
                 )
             return self._view_dir(snap, path, shown)
-        return self._view_file(snap, path, shown, params.get("view_range"))
+        result = self._view_file(snap, path, shown, params.get("view_range"))
+        self.vault.reads.note([path.text], self.vault.clock())
+        return result
 
     def _view_dir(self, snap: Snapshot, path: MemoryPath, shown: str) -> str:
         base = shown[:-1] if shown.endswith("/") and len(shown) > 1 else shown
@@ -280,7 +297,10 @@ class MemoryCommands:
             )
         if path.dir_hint:
             raise _fail(f"Error: {shown} ends with '/', which names a directory; give a file path without it.")
-        data = self._encode(shown, params["file_text"])
+        policy = self.guard.policy()
+        self.guard.check_path(policy, path, shown)
+        stored, redacted = self.guard.filter_text(policy, params["file_text"])
+        data = self._encode(shown, stored, policy.max_file_bytes)
 
         def build(snap: Snapshot) -> Change:
             if snap.kind(path) is not None:
@@ -288,18 +308,20 @@ class MemoryCommands:
             blocker = self._file_ancestor(snap, path)
             if blocker is not None:
                 raise _fail(f"Error: Cannot create {shown}: {blocker} is a file, not a directory.")
+            self.guard.check_quota(policy, snap, 0, len(data), new_file=True)
             return Change("create", (path,)).write(path, data)
 
-        self._commit(build)
-        return f"File created successfully at: {shown}"
+        self._commit(build, path)
+        return f"File created successfully at: {shown}" + self.guard.redaction_note(redacted)
 
     def str_replace(self, params: dict[str, Any]) -> str:
         shown: str = params["path"]
         path = self._path(params)
         old: str = params["old_str"]
-        new: str = params["new_str"]
         if old == "":
             raise _fail("Error: `old_str` is empty. Give the exact text to replace; it must appear once in the file.")
+        policy = self.guard.policy()
+        new, redacted = self.guard.filter_text(policy, params["new_str"])
         snippet: list[str] = []
 
         def build(snap: Snapshot) -> Change:
@@ -316,7 +338,8 @@ class MemoryCommands:
                 )
             pos = content.find(old)
             updated = content[:pos] + new + content[pos + len(old) :]
-            data = self._encode(shown, updated)
+            data = self._encode(shown, updated, policy.max_file_bytes)
+            self.guard.check_quota(policy, snap, snap.size(path), len(data), new_file=False)
             first = where[0]
             last = first + new.count("\n") - (1 if new.endswith("\n") and new else 0)
             lines = text.split_lines(updated)
@@ -324,17 +347,18 @@ class MemoryCommands:
             snippet[:] = text.capped_lines(lines[lo - 1 : hi], lo, self.view_cap)[0] if lo <= hi else []
             return Change("str_replace", (path,)).write(path, data)
 
-        self._commit(build)
+        self._commit(build, path)
         result = "The memory file has been edited."
         if snippet:
             result += " Here is the snippet showing the change (with line numbers):\n" + "\n".join(snippet)
-        return result
+        return result + self.guard.redaction_note(redacted)
 
     def insert(self, params: dict[str, Any]) -> str:
         shown: str = params["path"]
         path = self._path(params)
         line: int = params["insert_line"]
-        addition: str = params["insert_text"]
+        policy = self.guard.policy()
+        addition, redacted = self.guard.filter_text(policy, params["insert_text"])
 
         def build(snap: Snapshot) -> Change:
             if self._kind(snap, path) != "file":
@@ -346,11 +370,12 @@ class MemoryCommands:
                     f"Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines "
                     f"of the file: [0, {total}]"
                 )
-            data = self._encode(shown, text.insert_text(content, line, addition))
+            data = self._encode(shown, text.insert_text(content, line, addition), policy.max_file_bytes)
+            self.guard.check_quota(policy, snap, snap.size(path), len(data), new_file=False)
             return Change("insert", (path,)).write(path, data)
 
-        self._commit(build)
-        return f"The file {shown} has been edited."
+        self._commit(build, path)
+        return f"The file {shown} has been edited." + self.guard.redaction_note(redacted)
 
     def delete(self, params: dict[str, Any]) -> str:
         shown: str = params["path"]
@@ -378,6 +403,7 @@ class MemoryCommands:
                 raise _fail(f"Error: The path {old_shown} does not exist")
             if snap.kind(new) is not None:
                 raise _fail(f"Error: The destination {new_shown} already exists")
+            self.guard.check_path(self.guard.policy(), new, new_shown)
             if old.is_root:
                 raise _fail("Error: Cannot rename /memories itself. Rename the files and folders inside it instead.")
             if new.is_within(old):
@@ -391,7 +417,7 @@ class MemoryCommands:
                 raise _fail(f"Error: Cannot rename to {new_shown}: {blocker} is a file, not a directory.")
             return Change("rename", (old, new)).move(old, new)
 
-        self._commit(build)
+        self._commit(build, new)
         return f"Successfully renamed {old_shown} to {new_shown}"
 
 
@@ -404,9 +430,24 @@ class _VaultTool:
 
     commands: MemoryCommands
 
-    def _setup(self, vault: Vault, actor: str, session: str | None, max_file_bytes: int, view_cap: int) -> None:
+    def _setup(
+        self,
+        vault: Vault,
+        actor: str,
+        session: str | None,
+        max_file_bytes: int | None,
+        view_cap: int,
+        policy: Policy | Mapping[str, Any] | None,
+        detectors: Iterable[Detector],
+    ) -> None:
         self.commands = MemoryCommands(
-            vault, actor=actor, session=session or _new_session(), max_file_bytes=max_file_bytes, view_cap=view_cap
+            vault,
+            actor=actor,
+            session=session or _new_session(),
+            max_file_bytes=max_file_bytes,
+            view_cap=view_cap,
+            policy=policy,
+            detectors=detectors,
         )
 
     @property
@@ -436,12 +477,14 @@ class VaultMemoryTool(_VaultTool, BetaAbstractMemoryTool):
         *,
         actor: str = "claude",
         session: str | None = None,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_file_bytes: int | None = None,
         view_cap: int = DEFAULT_VIEW_CAP,
         cache_control: BetaCacheControlEphemeralParam | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
+        detectors: Iterable[Detector] = (),
     ) -> None:
         BetaAbstractMemoryTool.__init__(self, cache_control=cache_control)
-        self._setup(vault, actor, session, max_file_bytes, view_cap)
+        self._setup(vault, actor, session, max_file_bytes, view_cap, policy, detectors)
 
     def call(self, input: object) -> str:
         return self.commands.run(input)
@@ -474,12 +517,14 @@ class AsyncVaultMemoryTool(_VaultTool, BetaAsyncAbstractMemoryTool):
         *,
         actor: str = "claude",
         session: str | None = None,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_file_bytes: int | None = None,
         view_cap: int = DEFAULT_VIEW_CAP,
         cache_control: BetaCacheControlEphemeralParam | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
+        detectors: Iterable[Detector] = (),
     ) -> None:
         BetaAsyncAbstractMemoryTool.__init__(self, cache_control=cache_control)
-        self._setup(vault, actor, session, max_file_bytes, view_cap)
+        self._setup(vault, actor, session, max_file_bytes, view_cap, policy, detectors)
 
     async def call(self, input: object) -> str:
         return await anyio.to_thread.run_sync(self.commands.run, input)

@@ -28,8 +28,8 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +40,7 @@ from .paths import MemoryPath
 
 if TYPE_CHECKING:
     from .history import Version
+    from .policy import Policy
     from .snapshot import Snapshot
     from .store import Change, Vault
 
@@ -55,13 +56,15 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(o
 @dataclass(frozen=True)
 class ImportResult:
     """What :func:`import_folder` did: the new version (None if the folder
-    held no files and nothing changed), the files and bytes it recorded, and
-    the empty folders it left out (git records files, not empty folders)."""
+    held no files and nothing changed), the files and bytes it recorded, the
+    empty folders it left out (git records files, not empty folders), and,
+    under a ``redact`` policy, what was redacted from which file."""
 
     version: Version | None
     files: int
     bytes: int
     empty_folders: tuple[str, ...]
+    redacted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,7 @@ def import_folder(
     replace: bool = False,
     actor: str = "vaultmem",
     session: str | None = None,
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_file_bytes: int | None = None,
 ) -> ImportResult:
     """Record every file under ``folder/memories`` as one ``import`` commit.
 
@@ -209,12 +212,31 @@ def import_folder(
     overwrite anything (a file at the same path, or a file where a folder
     must go) is refused whole.  With ``replace``, the memory becomes exactly
     the folder (files not in it are removed); the old state stays in history.
+    The vault's policy applies as to Claude's writes: its per-file limit
+    (unless ``max_file_bytes`` is given), its secrets filter (a path or file
+    holding a secret is refused, or redacted under ``redact``) and its quotas.
     """
+    from .guard import Guard
     from .store import Change
 
-    files, empty = read_folder(folder, max_file_bytes)
+    guard = Guard(vault, max_file_bytes=max_file_bytes)
+    policy = guard.policy()
+    files, empty = read_folder(folder, policy.max_file_bytes)
     if not files and not replace:
         return ImportResult(None, 0, 0, tuple(empty))
+    redacted: dict[str, tuple[str, ...]] = {}
+    cleaned: list[tuple[MemoryPath, bytes]] = []
+    for path, data in files:
+        try:
+            guard.check_path(policy, path, path.text)
+            text, found = guard.filter_text(policy, data.decode("utf-8"))
+        except VaultError as err:
+            raise VaultError(f"Error: cannot import {path.text!r}: {_reason(err)} Nothing was imported.") from err
+        if found:
+            redacted[path.text] = tuple(sorted({m.kind for m in found}))
+            data = text.encode("utf-8")
+        cleaned.append((path, data))
+    files = cleaned
     root = MemoryPath(())
 
     def build(snap: Snapshot) -> Change:
@@ -230,6 +252,7 @@ def import_folder(
                     "Import into an empty vault, remove them first, or replace the whole memory. "
                     "Nothing was imported."
                 )
+        _check_quotas(policy, snap, files, replace)
         for path, data in files:
             entry = snap.entry(path)
             if replace and entry is not None and entry[0] != objects.MODE_TREE and snap.read_bytes(path) == data:
@@ -239,7 +262,29 @@ def import_folder(
         return change
 
     version = vault.mutate(build, actor=actor, session=session, skip_if_unchanged=replace)
-    return ImportResult(version, len(files), sum(len(d) for _, d in files), tuple(empty))
+    return ImportResult(version, len(files), sum(len(d) for _, d in files), tuple(empty), redacted)
+
+
+def _reason(err: VaultError) -> str:
+    text = str(err)
+    return text[len("Error: ") :] if text.startswith("Error: ") else text
+
+
+def _check_quotas(policy: Policy, snap: Snapshot, files: list[tuple[MemoryPath, bytes]], replace: bool) -> None:
+    count = len(files) + (0 if replace else snap.count_files())
+    size = sum(len(d) for _, d in files) + (0 if replace else snap.size(MemoryPath(())))
+    if policy.max_files is not None and count > policy.max_files:
+        raise LimitError(
+            f"Error: cannot import: the memory would hold {count:,} files, over this vault's limit of "
+            f"{policy.max_files:,}. Raise the limit (vaultmem policy set max_files=N) or import fewer files. "
+            "Nothing was imported."
+        )
+    if policy.max_vault_bytes is not None and size > policy.max_vault_bytes:
+        raise LimitError(
+            f"Error: cannot import: the memory would hold {size:,} bytes, over this vault's limit of "
+            f"{policy.max_vault_bytes:,}. Raise the limit (vaultmem policy set max_vault_bytes=N) or import less. "
+            "Nothing was imported."
+        )
 
 
 # -- export ----------------------------------------------------------------------

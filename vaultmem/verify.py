@@ -29,7 +29,7 @@ from .history import COMMANDS, parse_trailers, split_seal
 from .paths import MemoryPath, parse
 
 Progress = Callable[[int, int], None]
-Kind = Literal["object", "seal", "message", "tree", "blob", "keyring"]
+Kind = Literal["object", "seal", "message", "tree", "blob", "keyring", "policy"]
 
 
 @dataclass(frozen=True)

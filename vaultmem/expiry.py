@@ -1,0 +1,185 @@
+"""Expiry: delete memory files nobody has read for a while, as one audited commit.
+
+When a file was last *used* is the later of when it was last read and last
+written.  Reads are not history, so they are kept outside it, in
+``<vault>/vaultmem/reads``: an append-only log of ``<unix time>\\t<path>`` lines
+(paths only, never content; paths are already visible in the git trees).  It
+is disposable: a lost log loses no memory, and use falls back to the time of
+the last commit that wrote the file, read from the history.  A path's read is
+logged at most once a minute per process, so a busy view loop costs nothing.
+
+:func:`expire` deletes every file unused for longer than a given time as one
+commit (command ``expire``, one ``Vaultmem-Path`` per file), which ``restore``
+can undo like any other.  Time comes from the vault's clock or ``now=``, so
+tests never sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from . import durable
+from .paths import MemoryPath
+from .policy import parse_duration
+
+if TYPE_CHECKING:
+    from .history import Version
+    from .snapshot import Snapshot
+    from .store import Change, Vault
+
+READS_FILE = "reads"
+GRANULARITY = 60  # seconds: a path's reads closer together than this are logged once
+COMPACT_AT = 1 << 20  # bytes: past this, an expire run rewrites the log with one line per file
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | os.O_NOFOLLOW
+
+
+class ReadLog:
+    """When each memory file was last read or written (outside the history)."""
+
+    def __init__(self, gitdir: Path) -> None:
+        self.path = gitdir / durable.STATE_DIR / READS_FILE
+        self._noted: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def note(self, paths: list[str], when: float, always: bool = False) -> None:
+        """Record use of ``paths`` at ``when``; best effort (the log is disposable)."""
+        moment = int(when)
+        with self._lock:
+            fresh = [p for p in paths if always or moment - self._noted.get(p, -GRANULARITY) >= GRANULARITY]
+            for p in fresh:
+                self._noted[p] = moment
+        if not fresh:
+            return
+        data = "".join(f"{moment}\t{p}\n" for p in fresh).encode("utf-8")
+        with contextlib.suppress(OSError):
+            fd = os.open(self.path, _APPEND, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+    def load(self) -> dict[str, int]:
+        """The latest time logged for each path (malformed lines are skipped)."""
+        latest: dict[str, int] = {}
+        try:
+            raw = self.path.read_bytes()
+        except OSError:
+            return latest
+        for line in raw.decode("utf-8", "replace").splitlines():
+            moment, sep, path = line.partition("\t")
+            if not sep or not moment.isdigit() or not path.startswith("/memories/"):
+                continue
+            if int(moment) > latest.get(path, -1):
+                latest[path] = int(moment)
+        return latest
+
+    def compact(self, keep: dict[str, int]) -> None:
+        """Rewrite the log as one line per path in ``keep`` once it is large.  Best
+        effort: a read logged by another process meanwhile may be dropped."""
+        if not self.path.exists() or self.path.stat().st_size < COMPACT_AT:
+            return
+        tmp = self.path.with_name(READS_FILE + ".new")
+        with contextlib.suppress(OSError):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.writelines(f"{moment}\t{path}\n" for path, moment in sorted(keep.items()))
+            os.replace(tmp, self.path)
+
+
+@dataclass(frozen=True)
+class StaleFile:
+    """A file unused (unread and unwritten) since ``last_used``."""
+
+    path: str
+    last_used: datetime
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    """The files found stale, and the commit that deleted them (None on a dry
+    run, or when there was nothing to delete)."""
+
+    stale: tuple[StaleFile, ...]
+    version: Version | None
+
+
+def last_written(vault: Vault, snap: Snapshot, wanted: dict[MemoryPath, bytes]) -> dict[MemoryPath, int]:
+    """For each file of ``wanted`` (path -> its blob id now), the time of the
+    newest commit that wrote it: walk back until its blob id differs."""
+    from .snapshot import Snapshot
+
+    found: dict[MemoryPath, int] = {}
+    open_paths = dict(wanted)
+    commit_id = snap.commit_id
+    repo = vault.repo
+    while open_paths and commit_id is not None:
+        commit = repo[pygit2.Oid(raw=commit_id)].peel(pygit2.Commit)
+        parent_id = commit.parent_ids[0].raw if commit.parent_ids else None
+        parent = Snapshot(snap.read_raw, snap.keyring, snap.sizes, snap.trees, parent_id)
+        for path, oid in list(open_paths.items()):
+            before = parent.entry(path)
+            if before is None or before[1] != oid:
+                found[path] = commit.author.time
+                del open_paths[path]
+        commit_id = parent_id
+    return found
+
+
+def find_stale(vault: Vault, snap: Snapshot, unread_for: int, now: float) -> list[tuple[MemoryPath, bytes, int]]:
+    """Files of ``snap`` whose last use is ``unread_for`` seconds or more before ``now``."""
+    files = dict(snap.files(MemoryPath(())))
+    used = vault.reads.load()
+    unknown = {p: oid for p, oid in files.items() if p.text not in used}
+    written = last_written(vault, snap, unknown) if unknown else {}
+    cutoff = now - unread_for
+    stale = []
+    for path, oid in sorted(files.items(), key=lambda item: item[0].text):
+        last = max(used.get(path.text, -1), written.get(path, -1))
+        if last <= cutoff:
+            stale.append((path, oid, last))
+    return stale
+
+
+def expire(
+    vault: Vault,
+    unread_for: int | str | timedelta,
+    *,
+    dry_run: bool = False,
+    actor: str = "vaultmem",
+    session: str | None = None,
+    now: float | None = None,
+) -> ExpireResult:
+    """Delete every file unused for ``unread_for`` (``"30d"``, seconds, a
+    timedelta) as one commit; with ``dry_run``, only say which."""
+    from .store import Change
+
+    seconds = parse_duration(unread_for)
+    moment = vault.clock() if now is None else now
+    stale = find_stale(vault, vault.snapshot(), seconds, moment)
+    listed = tuple(StaleFile(p.text, datetime.fromtimestamp(max(last, 0), tz=timezone.utc)) for p, _, last in stale)
+    if dry_run or not stale:
+        return ExpireResult(listed, None)
+
+    def build(snap: Snapshot) -> Change:
+        # A file written (or replaced) since it was found stale is in use again: keep it.
+        gone = [p for p, oid, _ in stale if (entry := snap.entry(p)) is not None and entry[1] == oid]
+        change = Change("expire", tuple(gone))
+        for path in gone:
+            change.delete(path)
+        return change
+
+    version = vault.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
+    if version is not None:
+        kept = vault.reads.load()
+        vault.reads.compact({p: t for p, t in kept.items() if p not in version.paths})
+        deleted = set(version.paths)
+        listed = tuple(s for s in listed if s.path in deleted)
+    return ExpireResult(listed, version)

@@ -1,0 +1,162 @@
+"""A vault's policy applied to Claude's tool calls: the secrets filter, size
+quotas and automatic expiry (see :mod:`vaultmem.policy` for the fields).
+
+The tool asks a :class:`Guard` before it stores anything; a refusal is a
+:class:`~vaultmem.errors.VaultError` whose message is what Claude sees, says
+what to do instead, and is raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .errors import LimitError, VaultError
+from .paths import MemoryPath
+from .policy import Policy
+
+if TYPE_CHECKING:
+    from .secrets import Detector, Match
+    from .snapshot import Snapshot
+    from .store import Vault
+
+EXPIRY_CHECK_EVERY = 3600  # seconds between automatic expiry runs of one tool
+EXPIRY_ACTOR = "vaultmem-expiry"
+
+
+class SecretsError(VaultError):
+    """The text or path holds what looks like a secret, and the policy refuses it."""
+
+
+class Guard:
+    """The effective policy of one tool: the vault's, with the application's overrides."""
+
+    def __init__(
+        self,
+        vault: Vault,
+        override: Policy | Mapping[str, Any] | None = None,
+        detectors: Iterable[Detector] = (),
+        max_file_bytes: int | None = None,
+    ) -> None:
+        self.vault = vault
+        changes: dict[str, Any] = {}
+        if isinstance(override, Mapping):
+            changes.update(override)
+        elif override is not None and not isinstance(override, Policy):
+            raise VaultError("Error: policy= takes a vaultmem.Policy or a dict of fields to override.")
+        if max_file_bytes is not None:
+            changes["max_file_bytes"] = max_file_bytes
+        (override if isinstance(override, Policy) else Policy()).with_changes(changes)  # refuse bad fields now
+        self._fixed = override if isinstance(override, Policy) else None
+        self._changes = changes
+        self._extra = tuple(detectors)
+        self._compiled: dict[tuple[bool, tuple[tuple[str, str], ...]], tuple[Detector, ...]] = {}
+        self._expiry_checked = -math.inf
+        self._expiry_lock = threading.Lock()
+
+    def policy(self) -> Policy:
+        base = self._fixed if self._fixed is not None else self.vault.policy
+        return base.with_changes(self._changes) if self._changes else base
+
+    # -- secrets -----------------------------------------------------------------
+
+    def _detectors(self, policy: Policy) -> tuple[Detector, ...]:
+        from . import secrets
+
+        key = (policy.personal_data, tuple(policy.patterns.items()))
+        found = self._compiled.get(key)
+        if found is None:
+            found = self._compiled[key] = secrets.detectors(
+                personal_data=policy.personal_data, patterns=policy.patterns, extra=self._extra
+            )
+        return found
+
+    def _scan(self, policy: Policy, text: str) -> list[Match]:
+        if policy.secrets == "off" and not self._extra:
+            return []
+        from . import secrets
+
+        return secrets.scan(text, self._detectors(policy))
+
+    def filter_text(self, policy: Policy, text: str) -> tuple[str, list[Match]]:
+        """The text to store and what was redacted from it; raises under ``refuse``."""
+        if policy.secrets == "off":
+            return text, []
+        found = self._scan(policy, text)
+        if not found:
+            return text, []
+        from . import secrets
+
+        if policy.secrets == "refuse":
+            raise SecretsError(
+                f"Error: Nothing was written: the text contains {secrets.describe(found)}. This memory is kept "
+                "and audited, so it must not hold secrets or personal data. Leave the value out (describe it "
+                "instead, such as 'the card on file') and try again."
+            )
+        return secrets.redact(text, found), found
+
+    def check_path(self, policy: Policy, path: MemoryPath, shown: str) -> None:
+        """Paths are visible in the audit log without the key: none may hold a secret."""
+        if policy.secrets == "off":
+            return
+        found = self._scan(policy, path.text)
+        if found:
+            from . import secrets
+
+            raise SecretsError(
+                f"Error: Nothing was written: the path {shown} contains {secrets.describe(found)}, and paths "
+                "are visible in the audit log. Choose a name without it."
+            )
+
+    @staticmethod
+    def redaction_note(found: list[Match]) -> str:
+        if not found:
+            return ""
+        from . import secrets
+
+        marks = ", ".join(sorted({f"[REDACTED:{m.kind}]" for m in found}))
+        return (
+            f"\nNote: vaultmem replaced {secrets.describe(found)} with {marks} before storing. "
+            "Do not write secrets or personal data to memory."
+        )
+
+    # -- quotas --------------------------------------------------------------------
+
+    @staticmethod
+    def check_quota(policy: Policy, snap: Snapshot, old_size: int, new_size: int, new_file: bool) -> None:
+        """Refuse a change that would take the memory over its file count or size."""
+        if new_file and policy.max_files is not None:
+            count = snap.count_files()
+            if count + 1 > policy.max_files:
+                raise LimitError(
+                    f"Error: Nothing was written: the memory already holds {count:,} files, the most this vault "
+                    f"allows ({policy.max_files:,}). Delete files that are no longer needed, or consolidate "
+                    "related notes into fewer files, then try again."
+                )
+        if policy.max_vault_bytes is not None and new_size > old_size:
+            total = snap.size(MemoryPath(()))
+            after = total - old_size + new_size
+            if after > policy.max_vault_bytes:
+                raise LimitError(
+                    f"Error: Nothing was written: this would bring the memory to {after:,} bytes, over this "
+                    f"vault's limit of {policy.max_vault_bytes:,} bytes (it holds {total:,} now). Delete or "
+                    "shorten files that are no longer needed, or consolidate them, then try again."
+                )
+
+    # -- expiry --------------------------------------------------------------------
+
+    def maybe_expire(self, session: str | None) -> None:
+        """Run the policy's automatic expiry at most once an hour (by the vault's
+        clock).  Housekeeping: a failure is left for the next run."""
+        now = self.vault.clock()
+        with self._expiry_lock:
+            if now - self._expiry_checked < EXPIRY_CHECK_EVERY:
+                return
+            self._expiry_checked = now
+        with contextlib.suppress(VaultError, OSError):
+            after = self.policy().expire_after
+            if after is not None:
+                self.vault.expire(after, actor=EXPIRY_ACTOR, session=session, now=now)
