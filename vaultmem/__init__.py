@@ -22,8 +22,10 @@ from .errors import (
     VaultError,
     WrongKeyError,
 )
+from .expiry import ExpireResult, StaleFile
 from .history import Version
 from .keys import KeyInfo
+from .policy import Policy, PolicyVersion
 from .store import Change, Entry, Vault
 from .transfer import ExportResult, ImportResult
 from .verify import Finding, VerifyReport
@@ -52,6 +54,7 @@ __all__ = [
     "Change",
     "ConflictError",
     "Entry",
+    "ExpireResult",
     "ExportResult",
     "FileChange",
     "Finding",
@@ -62,6 +65,9 @@ __all__ = [
     "LimitError",
     "NotAVaultError",
     "NotFoundError",
+    "Policy",
+    "PolicyVersion",
+    "StaleFile",
     "Vault",
     "VaultError",
     "VaultMemoryTool",

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from .agent import DEFAULT_MODEL
 from .errors import NotFoundError, VaultError
+from .policy import Policy
 from .progress import ProgressBar
 
 if TYPE_CHECKING:
@@ -159,7 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json(policy.add_parser("show", help="the policy in force"))
     policy_set = policy.add_parser("set", help="change fields, e.g. secrets=refuse max_files=500 expire_after=30d")
-    policy_set.add_argument("changes", metavar="FIELD=VALUE", nargs="+")
+    policy_set.add_argument("changes", metavar="FIELD=VALUE", nargs="*")
+    policy_set.add_argument(
+        "--reset", action="store_true", help="start from the defaults, not the stored policy (repairs a damaged one)"
+    )
     _who(policy_set, "cli")
     _json(policy.add_parser("log", help="every change of the policy, newest first"))
 
@@ -361,15 +365,15 @@ def _change_data(change: FileChange) -> dict[str, Any]:
 
 def log_lines(versions: Sequence[Version]) -> list[str]:
     rows = [
-        [_short(v.id), _when(v.time), v.actor, v.session or "-", v.command, _paths(v.paths, v.restored_from)]
+        [_short(v.id), _when(v.time), v.actor, v.session or "-", v.command, _paths(v.paths, v.restored_from, v.command)]
         for v in versions
     ]
     widths = [max((len(row[i]) for row in rows), default=0) for i in range(5)]
     return ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)), row[5]]) for row in rows]
 
 
-def _paths(paths: Sequence[str], restored_from: str | None) -> str:
-    text = " -> ".join(paths)
+def _paths(paths: Sequence[str], restored_from: str | None, command: str = "") -> str:
+    text = " -> ".join(paths) if command in ("rename", "") else ", ".join(paths)
     if restored_from == NO_VERSION:
         return f"{text} (from the empty memory)"
     return f"{text} (from {_short(restored_from)})" if restored_from else text
@@ -577,44 +581,52 @@ def _expire(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def _policy_show(vault: Vault, args: argparse.Namespace) -> int:
-    from .policy import format_duration, show_value
-
     data = vault.policy.to_dict()
     if args.json:
         _print_json(data)
         return 0
     for name, value in data.items():
-        shown = format_duration(value) if name == "expire_after" and value is not None else show_value(value)
-        print(f"{name:<16} {shown}")
+        print(f"{name:<16} {_policy_shown(name, value)}")
     return 0
 
 
 def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
-    from .policy import show_value
-
     changes: dict[str, Any] = {}
     for item in args.changes:
         name, sep, raw = item.partition("=")
         if not sep or not name:
             raise UsageError(f"{item!r} is not FIELD=VALUE (such as secrets=refuse).")
         changes[name.strip()] = _policy_value(name.strip(), raw.strip())
-    before = vault.policy
-    after = vault.set_policy(actor=args.actor, session=args.session, **changes)
+    if not changes and not args.reset:
+        raise UsageError("give at least one FIELD=VALUE, or --reset (see `vaultmem policy set --help`)")
+    try:
+        before = vault.policy
+    except VaultError:
+        if not args.reset:
+            raise
+        before = Policy()
+    after = vault.set_policy(actor=args.actor, session=args.session, reset=args.reset, **changes)
     changed = after.changed_fields(before)
     if not changed:
         print("Nothing changed: the policy already says that.")
     for name in changed:
-        print(f"{name}: {show_value(before.to_dict()[name])} -> {show_value(after.to_dict()[name])}")
+        print(f"{name}: {_policy_shown(name, before.to_dict()[name])} -> {_policy_shown(name, after.to_dict()[name])}")
     return 0
+
+
+def _policy_shown(name: str, value: Any) -> str:
+    from .policy import format_duration, show_value
+
+    return format_duration(value) if name == "expire_after" and value is not None else show_value(value)
 
 
 def _policy_value(name: str, raw: str) -> Any:
     """A FIELD=VALUE value: JSON (numbers, true/false, null, objects) where it
     parses, else the text (secrets=refuse, expire_after=30d)."""
-    if name == "expire_after" and raw not in ("null", "none", ""):
-        return raw
-    if raw.lower() in ("none", "off") and name != "secrets":
+    if raw.lower() in ("none", "off", "null") and name != "secrets":
         return None
+    if name == "expire_after":
+        return raw
     try:
         return json.loads(raw)
     except json.JSONDecodeError:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 READS_FILE = "reads"
 GRANULARITY = 60  # seconds: a path's reads closer together than this are logged once
 COMPACT_AT = 1 << 20  # bytes: past this, an expire run rewrites the log with one line per file
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | os.O_NOFOLLOW
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class ReadLog:
@@ -75,7 +75,7 @@ class ReadLog:
             return latest
         for line in raw.decode("utf-8", "replace").splitlines():
             moment, sep, path = line.partition("\t")
-            if not sep or not moment.isdigit() or not path.startswith("/memories/"):
+            if not sep or not moment.isdigit() or (path != "/memories" and not path.startswith("/memories/")):
                 continue
             if int(moment) > latest.get(path, -1):
                 latest[path] = int(moment)
@@ -137,12 +137,18 @@ def find_stale(vault: Vault, snap: Snapshot, unread_for: int, now: float) -> lis
     """Files of ``snap`` whose last use is ``unread_for`` seconds or more before ``now``."""
     files = dict(snap.files(MemoryPath(())))
     used = vault.reads.load()
-    unknown = {p: oid for p, oid in files.items() if p.text not in used}
+    unknown = {
+        p: oid
+        for p, oid in files.items()
+        if not any(MemoryPath(p.parts[:depth]).text in used for depth in range(len(p.parts) + 1))
+    }
     written = last_written(vault, snap, unknown) if unknown else {}
     cutoff = now - unread_for
     stale = []
     for path, oid in sorted(files.items(), key=lambda item: item[0].text):
-        last = max(used.get(path.text, -1), written.get(path, -1))
+        # a write logged for a folder (a restore, a moved folder) counts for every file in it
+        logged = max(used.get(MemoryPath(path.parts[:depth]).text, -1) for depth in range(len(path.parts) + 1))
+        last = max(logged, written.get(path, -1))
         if last <= cutoff:
             stale.append((path, oid, last))
     return stale
@@ -177,6 +183,8 @@ def expire(
         return change
 
     version = vault.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
+    if version is None:
+        return ExpireResult((), None)  # every stale file was written again meanwhile
     if version is not None:
         kept = vault.reads.load()
         vault.reads.compact({p: t for p, t in kept.items() if p not in version.paths})

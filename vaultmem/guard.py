@@ -58,7 +58,8 @@ class Guard:
         self._expiry_lock = threading.Lock()
 
     def policy(self) -> Policy:
-        base = self._fixed if self._fixed is not None else self.vault.policy
+        stored = self.vault.policy  # read even when overridden: a damaged policy stops every write
+        base = self._fixed if self._fixed is not None else stored
         return base.with_changes(self._changes) if self._changes else base
 
     # -- secrets -----------------------------------------------------------------

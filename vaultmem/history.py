@@ -59,11 +59,20 @@ def parse_trailers(message: str) -> dict[str, list[str]]:
     return out
 
 
+def subject_paths(command: str, paths: list[str]) -> str:
+    """``old -> new`` for a rename; a few paths, or how many, otherwise."""
+    if command == "rename":
+        return " -> ".join(paths)
+    if len(paths) > 3:
+        return f"{paths[0]} and {len(paths) - 1} more"
+    return ", ".join(paths)
+
+
 def format_message(
     command: str, paths: tuple[MemoryPath, ...], actor: str, session: str | None, extra: list[tuple[str, str]]
 ) -> str:
     """Subject and trailers; never content.  The seal is appended by the vault."""
-    subject = f"memory: {command} " + " -> ".join(p.text for p in paths)
+    subject = f"memory: {command} " + subject_paths(command, [p.text for p in paths])
     lines = [f"Vaultmem-Command: {command}"]
     lines += [f"Vaultmem-Path: {p.text}" for p in paths]
     lines.append(f"Vaultmem-Actor: {actor}")

@@ -223,7 +223,13 @@ def history(repo: pygit2.Repository, keyring: Keyring, limit: int | None = None)
     out: list[PolicyVersion] = []
     target = _target(repo)
     while target is not None and (limit is None or len(out) < limit):
-        policy, parent = _load(repo, keyring, target)
+        try:
+            policy, parent = _load(repo, keyring, target)
+        except IntegrityError:
+            if not out:
+                raise  # the policy in force is damaged
+            break  # an older, damaged change an operator has since replaced
+
         commit = repo[target].peel(pygit2.Commit)
         trailers = parse_trailers(commit.message)
         changed = trailers.get("Vaultmem-Policy-Changed", [""])[0]

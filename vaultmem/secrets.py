@@ -29,17 +29,22 @@ and a filter that refuses good notes gets switched off:
   account numbers), dates of birth, names and postal addresses;
 * unlabelled AWS secret keys or Twilio auth tokens (40 base64 / 32 hex
   characters are everywhere), publishable keys (Stripe ``pk_``), lowercase
-  IBANs, card numbers in groupings no card uses;
+  IBANs, card numbers in groupings no card uses or glued to an ID
+  (``ORD-4111...``, ``#4111...``), 13-digit "Visa" numbers;
+* phone numbers without a ``+`` country code except the North American
+  ``(555) 123-4567`` forms and UK mobiles (``07700 900123``): other national
+  forms are digit groups like any other;
+* passphrases with spaces, and bare lowercase ``word-word`` values after a
+  label (``secret: db-creds-prod`` names a resource far more often);
 * placeholders: ``<your key>``, ``${DB_PASSWORD}``, ``xxxx``, ``changeme``,
   the AWS documentation keys (``...EXAMPLE``), e-mail at the reserved example
-  domains; and labelled values that read as code (``password=args.password``)
-  or as resource names (``secret: db-creds``).
+  domains; and labelled values that read as code (``password=args.password``).
 
-Every built-in pattern runs in linear time: a pattern may only start where
-its own token starts (a look-behind right after the first character or
-literal, which also keeps the regex engine's fast literal search), and its
-repeats are possessive, so a long run of digits or base64 cannot make it
-backtrack.  Custom patterns run as written.
+Every built-in pattern runs in time linear in the text: a pattern may only
+start where its own token starts (a look-behind right after the first
+character or literal, which also keeps the regex engine's fast literal
+search), and its repeats are possessive, so a long run of digits or base64
+cannot make it backtrack.  Custom patterns run as written.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from .errors import VaultError
 
@@ -165,15 +170,13 @@ def _card_ok(candidate: str) -> bool:
     """A known issuer prefix with one of its lengths, and the Luhn check."""
     d = candidate.replace(" ", "").replace("-", "")
     n, p2, p3, p4 = len(d), int(d[:2]), int(d[:3]), int(d[:4])
-    if d[0] == "4":  # Visa
-        ok = n in (13, 16, 19)
+    if d[0] == "4":  # Visa (13-digit Visa cards are long gone; 13-digit ids are not)
+        ok = n in (16, 19)
     elif 51 <= p2 <= 55 or 2221 <= p4 <= 2720:  # Mastercard
         ok = n == 16
     elif p2 in (34, 37):  # American Express
         ok = n == 15
-    elif p4 == 6011 or 644 <= p3 <= 649 or p2 == 65:  # Discover
-        ok = 16 <= n <= 19
-    elif 3528 <= p4 <= 3589:  # JCB
+    elif p4 == 6011 or 644 <= p3 <= 649 or p2 == 65 or 3528 <= p4 <= 3589:  # Discover, JCB
         ok = 16 <= n <= 19
     elif p2 in (36, 38, 39) or 300 <= p3 <= 305 or p3 == 309:  # Diners Club
         ok = 14 <= n <= 19
@@ -230,7 +233,7 @@ class _PrivateKeyDetector:
     """
 
     kind = "private_key"
-    _begin = re.compile(r"-----BEGIN (?:[A-Z0-9]++ ){0,4}PRIVATE KEY(?: BLOCK)?-----[^\n]*+")
+    _begin = re.compile(r"-----BEGIN (?:[A-Z0-9]++ ){0,4}PRIVATE KEY(?: BLOCK)?-----")
     _end = re.compile(r"-----END (?:[A-Z0-9]++ ){0,4}PRIVATE KEY(?: BLOCK)?-----")
 
     def find(self, text: str) -> Iterator[Match]:
@@ -243,7 +246,11 @@ class _PrivateKeyDetector:
         for i, begin in enumerate(begins):
             j = bisect.bisect_left(end_starts, begin.end())
             next_begin = starts[i + 1] if i + 1 < len(starts) else len(text)
-            stop = ends[j].end() if j < len(ends) and end_starts[j] < next_begin else begin.end()
+            if j < len(ends) and end_starts[j] < next_begin:
+                stop = ends[j].end()
+            else:
+                line_end = text.find("\n", begin.end())
+                stop = len(text) if line_end < 0 else line_end
             yield Match(self.kind, begin.start(), stop)
 
 
@@ -254,7 +261,7 @@ class _IbanDetector:
 
     kind = "iban"
     _start = re.compile(r"[A-Z]{2}(?<![A-Za-z0-9][A-Z]{2})[0-9]{2}")
-    _tails: dict[int, re.Pattern[str]] = {}
+    _tails: ClassVar[dict[int, re.Pattern[str]]] = {}
 
     @classmethod
     def _tail(cls, length: int) -> re.Pattern[str]:
@@ -278,7 +285,7 @@ _LABEL_WORD = re.compile(
     # The first letter is a plain class so the engine can skip ahead on it;
     # the rest ignores case.
     r"[PpSsTtAa](?i:(?<=p)ass(?:word|wd|phrase)|(?<=p)wd|(?<=s)ecret(?:[_.-]?key)?|(?<=t)oken|(?<=a)pi[_.-]?key)"
-    r"(?![A-Za-z0-9])[\"']?[ \t]*+(?::=|=>|=|:)[ \t]*+"
+    r"(?![A-Za-z0-9])[\"']?\]?[ \t]*+(?::=|=>|=|:)[ \t]*+"
     r"(?:\"(?P<dq>[^\"\s\\]{1,1024}+)\"|'(?P<sq>[^'\s\\]{1,1024}+)'|(?P<bare>[^\s\"'`,;\\]{1,1024}+))"
 )
 _LABEL_PREFIX = re.compile(r"[A-Za-z0-9_.-]{0,64}\Z")
@@ -291,7 +298,9 @@ _NOT_SECRET_PREFIXES = (
 _PASSWORD_WORDS = ("pass", "pwd")
 _BAD_FIRST = set("!&*$%{[(<=>|/~.@#?:+")
 _CODE_CHARS = set("(){}[]<>")
-_NAME_LIKE = re.compile(r"[a-z]+(?:[_-][a-z0-9]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)+")
+_NAME_LIKE = re.compile(
+    r"[a-z]+(?:[_-][a-z0-9]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)+"
+)
 _LABEL_IN_VALUE = re.compile(r"(?i)pass|pwd|secret|token|key|cred")
 
 
@@ -334,6 +343,8 @@ class _LabelledSecretDetector:
             head = prefix.group() if prefix else ""
             if head and head[-1].isalpha() and not text[start].isupper():
                 continue
+            if text.endswith("://", 0, start - len(head)):
+                continue  # https://x-access-token:...@host is a URL's user name: url_password's
             if head.replace("_", "").replace("-", "").replace(".", "").lower().endswith(_NOT_SECRET_PREFIXES):
                 continue
             name = next(g for g in ("dq", "sq", "bare") if found.group(g) is not None)
@@ -370,11 +381,12 @@ class _EmailDetector:
     """E-mail addresses, found from their ``@`` (a fast literal search) and
     grown outwards, so ordinary text costs almost nothing.  Addresses at the
     reserved example domains belong to nobody and are not reported; nor is
-    ``git@host:path`` (an scp-style remote, not an address)."""
+    ``git@host:path`` (an scp-style remote) or the user in ``https://user@host``."""
 
     kind = "email"
     _at = re.compile(r"@(?P<domain>(?:[A-Za-z0-9-]{1,63}+\.(?=[A-Za-z0-9]))++[A-Za-z]{2,63}+)(?![A-Za-z0-9_@-]|:\S)")
-    _local = re.compile(r"[A-Za-z0-9_._%+-]{1,64}\Z")
+    _userinfo = re.compile(r"://(?:[^\s/@:]*+:)?\Z")
+    _local = re.compile(r"[A-Za-z0-9_.%+-]{1,64}\Z")
 
     def find(self, text: str) -> Iterator[Match]:
         for found in self._at.finditer(text):
@@ -384,6 +396,8 @@ class _EmailDetector:
                 continue
             if local.start() > 0 and (text[local.start() - 1].isalnum() or text[local.start() - 1] in "_.%+-"):
                 continue
+            if self._userinfo.search(text, max(0, local.start() - 200), local.start()):
+                continue  # https://user:password@host or https://user@host: a URL, not an address
             domain = found.group("domain").lower()
             if domain in _RESERVED_DOMAINS or domain.endswith(tuple("." + d for d in _RESERVED_DOMAINS)):
                 continue
@@ -418,7 +432,12 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     ),
     _token("github_token", "gh[pousr]_", "[A-Za-z0-9]{36,}+", lookbehind=r"(?<![A-Za-z0-9_-]gh[pousr]_)"),
     _token("github_token", "github_pat_", "[A-Za-z0-9_]{82,}+"),
-    _token("gitlab_token", "gl(?:pat|rt|dt|ptt)-", f"{_B64URL}{{20,}}+", lookbehind=r"(?<![A-Za-z0-9_-]gl(?:pat|ptt)-)(?<![A-Za-z0-9_-]gl[rd]t-)"),
+    _token(
+        "gitlab_token",
+        "gl(?:pat|rt|dt|ptt)-",
+        f"{_B64URL}{{20,}}+",
+        lookbehind=r"(?<![A-Za-z0-9_-]gl(?:pat|ptt)-)(?<![A-Za-z0-9_-]gl[rd]t-)",
+    ),
     _token("slack_token", "xox[abeoprs]-", "[0-9]++-[A-Za-z0-9-]{20,}+", lookbehind=r"(?<![A-Za-z0-9_-]xox.-)"),
     RegexDetector(
         "slack_webhook",
@@ -459,7 +478,8 @@ SECRET_DETECTORS: tuple[Detector, ...] = (
     ),
     RegexDetector(
         "basic_auth",
-        r"uthorization(?<=[Aa]uthorization)[\"']?[ \t]*+[:=][ \t]*+[\"']?[Bb]asic[ \t]++(?P<value>[A-Za-z0-9+/]{8,}+=*+)",
+        r"uthorization(?<=[Aa]uthorization)[\"']?[ \t]*+[:=][ \t]*+[\"']?[Bb]asic[ \t]++"
+        r"(?P<value>[A-Za-z0-9+/]{8,}+=*+)",
         _bearer_ok,
         "value",
     ),
@@ -540,10 +560,10 @@ def detectors(
             )
         if not isinstance(pattern, str) or not pattern:
             raise VaultError(f"Error: the pattern for {kind!r} must be a non-empty regular expression.")
-        detector = RegexDetector(kind, pattern)
-        if detector.pattern.match(""):
+        custom = RegexDetector(kind, pattern)
+        if custom.pattern.match(""):
             raise VaultError(f"Error: the pattern for {kind!r} matches empty text; it would match everywhere.")
-        found.append(detector)
+        found.append(custom)
     for detector in extra:
         if not isinstance(detector, Detector) or not isinstance(detector.kind, str):
             raise VaultError(f"Error: {detector!r} is not a detector: it needs a kind (str) and a find(text) method.")

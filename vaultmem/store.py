@@ -391,6 +391,7 @@ class Vault:
                 self._void_pending()
                 raise
             self._recent = {o.id: o.data for o in new}
+            self.reads.note(_written(change), now, always=True)
             self._maybe_merge_packs()
             return Version(
                 id=commit.id.hex(),
@@ -626,7 +627,7 @@ class Vault:
                 doc = None
         report = verify(self.repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
         try:
-            policy_mod.history(self.repo, self.keyring)  # every policy commit: sealed and well formed
+            policy_mod.read_policy(self.repo, self.keyring)  # the policy in force: sealed and well formed
         except VaultError as err:
             report.findings.append(Finding("policy", None, None, str(err)))
         return report
@@ -671,22 +672,31 @@ class Vault:
         *,
         actor: str,
         session: str | None = None,
+        reset: bool = False,
         **changes: Any,
     ) -> Policy:
         """Change the vault's policy: a whole new ``policy``, or some fields
         (``secrets="refuse"``, ``max_files=500``, ``expire_after="30d"``) on top
-        of the current one.  One sealed commit on the policy branch records the
-        actor; a change that changes nothing makes none."""
+        of the current one (of the defaults with ``reset``).  One sealed commit
+        on the policy branch records the actor; a change that changes nothing
+        makes none.  A whole policy or ``reset`` also replaces a stored policy
+        that fails its seal, which is how an operator with the key repairs it."""
         _check_label("actor", actor)
         _check_label("session", session, optional=True)
-        if policy is not None and changes:
+        if policy is not None and (changes or reset):
             raise VaultError("Error: give either a whole policy or fields to change, not both.")
+        if policy is not None and not isinstance(policy, Policy):
+            raise VaultError("Error: policy must be a vaultmem.Policy.")
         with self._lock.hold():
-            current, _ = policy_mod.read_policy(self.repo, self.keyring)
-            new = policy if policy is not None else current.with_changes(changes)
-            if not isinstance(new, Policy):
-                raise VaultError("Error: policy must be a vaultmem.Policy.")
-            changed = new.changed_fields(current)
+            try:
+                current: Policy | None = policy_mod.read_policy(self.repo, self.keyring)[0]
+            except IntegrityError:
+                if policy is None and not reset:
+                    raise
+                current = None  # damaged: replaced whole
+            base = Policy() if reset or current is None else current
+            new = policy if policy is not None else base.with_changes(changes)
+            changed = new.changed_fields(current) if current is not None else list(new.to_dict())
             if changed:
                 now = int(self.clock())
                 policy_mod.write_policy(self.repo, self.path, self.keyring, new, changed, actor, session, now)
@@ -787,6 +797,14 @@ def _looks_like_time(text: str) -> bool:
 
 def _root_entry(snap: Snapshot) -> tuple[int, bytes] | None:
     return (objects.MODE_TREE, snap.memories_id) if snap.memories_id is not None else None
+
+
+def _written(change: Change) -> list[str]:
+    """Paths a change wrote (files, or folders whose files it wrote), for expiry's record of use."""
+    out = [p.text for p, _ in change.writes]
+    out += [new.text for _, new in change.moves]
+    out += [p.text for p, entry in change.restores if entry is not None]
+    return out
 
 
 def _ident(name: str, email: str) -> bytes:

@@ -201,10 +201,8 @@ class MemoryCommands:
             )
         return data
 
-    def _commit(self, build: Callable[[Snapshot], Change], used: MemoryPath | None = None) -> None:
+    def _commit(self, build: Callable[[Snapshot], Change]) -> None:
         self.vault.mutate(build, actor=self.actor, session=self.session)
-        if used is not None:
-            self.vault.reads.note([used.text], self.vault.clock(), always=True)
 
     # -- commands ----------------------------------------------------------
 
@@ -311,7 +309,7 @@ class MemoryCommands:
             self.guard.check_quota(policy, snap, 0, len(data), new_file=True)
             return Change("create", (path,)).write(path, data)
 
-        self._commit(build, path)
+        self._commit(build)
         return f"File created successfully at: {shown}" + self.guard.redaction_note(redacted)
 
     def str_replace(self, params: dict[str, Any]) -> str:
@@ -347,7 +345,7 @@ class MemoryCommands:
             snippet[:] = text.capped_lines(lines[lo - 1 : hi], lo, self.view_cap)[0] if lo <= hi else []
             return Change("str_replace", (path,)).write(path, data)
 
-        self._commit(build, path)
+        self._commit(build)
         result = "The memory file has been edited."
         if snippet:
             result += " Here is the snippet showing the change (with line numbers):\n" + "\n".join(snippet)
@@ -374,7 +372,7 @@ class MemoryCommands:
             self.guard.check_quota(policy, snap, snap.size(path), len(data), new_file=False)
             return Change("insert", (path,)).write(path, data)
 
-        self._commit(build, path)
+        self._commit(build)
         return f"The file {shown} has been edited." + self.guard.redaction_note(redacted)
 
     def delete(self, params: dict[str, Any]) -> str:
@@ -382,6 +380,7 @@ class MemoryCommands:
         path = self._path(params)
         if path.is_root:
             raise _fail("Error: Cannot delete /memories itself. Delete the files and folders inside it instead.")
+        self.guard.policy()  # a damaged policy refuses every write
 
         def build(snap: Snapshot) -> Change:
             if self._kind(snap, path) is None:
@@ -417,7 +416,7 @@ class MemoryCommands:
                 raise _fail(f"Error: Cannot rename to {new_shown}: {blocker} is a file, not a directory.")
             return Change("rename", (old, new)).move(old, new)
 
-        self._commit(build, new)
+        self._commit(build)
         return f"Successfully renamed {old_shown} to {new_shown}"
 
 

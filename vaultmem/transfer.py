@@ -235,6 +235,11 @@ def import_folder(
         if found:
             redacted[path.text] = tuple(sorted({m.kind for m in found}))
             data = text.encode("utf-8")
+            if len(data) > policy.max_file_bytes:
+                raise LimitError(
+                    f"Error: cannot import {path.text!r}: redacted, it is larger than the file size limit of "
+                    f"{policy.max_file_bytes:,} bytes. Split or shorten it first. Nothing was imported."
+                )
         cleaned.append((path, data))
     files = cleaned
     root = MemoryPath(())
