@@ -39,7 +39,7 @@ REFUSED_TEXT = (
     "secrets or personal data. Leave the value out (describe it instead, such as 'the card on file') and try again."
 )
 REFUSED_PATH = (
-    "Error: Nothing was written: the path {path} contains {what}, and paths are visible in the audit log. "
+    "Error: Nothing was written: the path contains {what}, and paths are visible in the audit log. "
     "Choose a name without it."
 )
 NOTE = "\nNote: vaultmem replaced {what} with {marks} before storing. Do not write secrets or personal data to memory."
@@ -1142,3 +1142,17 @@ def test_import_never_stores_a_file_over_the_per_file_limit_after_redaction(vaul
     with contextlib.suppress(LimitError):
         vault.import_folder(source)
     assert all(len(text.encode()) <= 22 for text in files_of(vault).values()), files_of(vault)
+
+
+def test_a_refusal_never_repeats_the_secret_it_found(vault: Vault) -> None:
+    token = "ghp_" + "Zq8Lm2Xv9Tr4Kp7Wn3Bc6Hd1Fs5Jg0Ye2Uab"
+    tool = VaultMemoryTool(vault, actor="bot", policy={"secrets": "refuse"})
+    for params in (
+        {"command": "create", "path": f"/memories/{token}.txt", "file_text": "x\n"},
+        {"command": "create", "path": "/memories/notes.txt", "file_text": f"token {token}\n"},
+    ):
+        with pytest.raises(ToolError) as info:
+            tool.call(params)
+        assert "GitHub token" in str(info.value.content)
+        assert token not in str(info.value.content)
+    assert vault.history() == []

@@ -100,7 +100,8 @@ class Guard:
         return secrets.redact(text, found), found
 
     def check_path(self, policy: Policy, path: MemoryPath, shown: str) -> None:
-        """Paths are visible in the audit log without the key: none may hold a secret."""
+        """Paths are visible in the audit log without the key: none may hold a
+        secret.  The message does not repeat the path, which holds the value."""
         if policy.secrets == "off":
             return
         found = self._scan(policy, path.text)
@@ -108,8 +109,8 @@ class Guard:
             from . import secrets
 
             raise SecretsError(
-                f"Error: Nothing was written: the path {shown} contains {secrets.describe(found)}, and paths "
-                "are visible in the audit log. Choose a name without it."
+                f"Error: Nothing was written: the path contains {secrets.describe(found)}, and paths are "
+                "visible in the audit log. Choose a name without it."
             )
 
     @staticmethod
