@@ -40,6 +40,7 @@ from . import durable, objects
 from .crypto import Keyring
 from .errors import IntegrityError, VaultError
 from .history import SEAL_HEADER, parse_trailers, split_seal
+from .secrets import detectors
 
 POLICY_REF = "refs/heads/vaultmem-policy"
 POLICY_FILE = "policy.json"
@@ -105,20 +106,7 @@ class Policy:
             raise VaultError("Error: personal_data must be true or false.")
         if not isinstance(self.patterns, Mapping):
             raise VaultError("Error: patterns must map a kind name to a regular expression.")
-        for kind, pattern in self.patterns.items():
-            if not isinstance(kind, str) or not _KIND.fullmatch(kind):
-                raise VaultError(
-                    f"Error: pattern kind {kind!r} must be lowercase letters, digits and _ (at most 40), "
-                    "starting with a letter."
-                )
-            if not isinstance(pattern, str) or not pattern:
-                raise VaultError(f"Error: the pattern for {kind!r} must be a non-empty regular expression.")
-            try:
-                compiled = re.compile(pattern)
-            except re.error as err:
-                raise VaultError(f"Error: the pattern for {kind!r} is not a valid regular expression: {err}.") from err
-            if compiled.match(""):
-                raise VaultError(f"Error: the pattern for {kind!r} matches empty text; it would match everywhere.")
+        detectors(patterns=self.patterns)  # refuses a bad kind name or regular expression
         object.__setattr__(self, "patterns", dict(sorted(self.patterns.items())))
         _limit("max_file_bytes", self.max_file_bytes, optional=False)
         _limit("max_vault_bytes", self.max_vault_bytes, optional=True)
