@@ -48,7 +48,6 @@ SECRET_MODES = ("off", "redact", "refuse")
 DEFAULT_MAX_FILE_BYTES = 102_400
 COMMITTER = (b"vaultmem", b"vaultmem@localhost")
 
-_KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)?\s*", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
