@@ -372,8 +372,8 @@ def log_lines(versions: Sequence[Version]) -> list[str]:
     return ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)), row[5]]) for row in rows]
 
 
-def _paths(paths: Sequence[str], restored_from: str | None, command: str = "") -> str:
-    text = " -> ".join(paths) if command in ("rename", "") else ", ".join(paths)
+def _paths(paths: Sequence[str], restored_from: str | None, command: str) -> str:
+    text = " -> ".join(paths) if command == "rename" else ", ".join(paths)
     if restored_from == NO_VERSION:
         return f"{text} (from the empty memory)"
     return f"{text} (from {_short(restored_from)})" if restored_from else text

@@ -137,18 +137,16 @@ def find_stale(vault: Vault, snap: Snapshot, unread_for: int, now: float) -> lis
     """Files of ``snap`` whose last use is ``unread_for`` seconds or more before ``now``."""
     files = dict(snap.files(MemoryPath(())))
     used = vault.reads.load()
-    unknown = {
-        p: oid
-        for p, oid in files.items()
-        if not any(MemoryPath(p.parts[:depth]).text in used for depth in range(len(p.parts) + 1))
+    # a write logged for a folder (a restore, a moved folder) counts for every file in it
+    logged = {
+        p: max(used.get(MemoryPath(p.parts[:depth]).text, -1) for depth in range(len(p.parts) + 1)) for p in files
     }
+    unknown = {p: oid for p, oid in files.items() if logged[p] < 0}
     written = last_written(vault, snap, unknown) if unknown else {}
     cutoff = now - unread_for
     stale = []
     for path, oid in sorted(files.items(), key=lambda item: item[0].text):
-        # a write logged for a folder (a restore, a moved folder) counts for every file in it
-        logged = max(used.get(MemoryPath(path.parts[:depth]).text, -1) for depth in range(len(path.parts) + 1))
-        last = max(logged, written.get(path, -1))
+        last = max(logged[path], written.get(path, -1))
         if last <= cutoff:
             stale.append((path, oid, last))
     return stale
@@ -185,9 +183,7 @@ def expire(
     version = vault.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
     if version is None:
         return ExpireResult((), None)  # every stale file was written again meanwhile
-    if version is not None:
-        kept = vault.reads.load()
-        vault.reads.compact({p: t for p, t in kept.items() if p not in version.paths})
-        deleted = set(version.paths)
-        listed = tuple(s for s in listed if s.path in deleted)
-    return ExpireResult(listed, version)
+    kept = vault.reads.load()
+    vault.reads.compact({p: t for p, t in kept.items() if p not in version.paths})
+    deleted = set(version.paths)
+    return ExpireResult(tuple(s for s in listed if s.path in deleted), version)

@@ -76,8 +76,6 @@ class Guard:
         return found
 
     def _scan(self, policy: Policy, text: str) -> list[Match]:
-        if policy.secrets == "off" and not self._extra:
-            return []
         from . import secrets
 
         return secrets.scan(text, self._detectors(policy))
@@ -99,7 +97,7 @@ class Guard:
             )
         return secrets.redact(text, found), found
 
-    def check_path(self, policy: Policy, path: MemoryPath, shown: str) -> None:
+    def check_path(self, policy: Policy, path: MemoryPath) -> None:
         """Paths are visible in the audit log without the key: none may hold a
         secret.  The message does not repeat the path, which holds the value."""
         if policy.secrets == "off":

@@ -127,6 +127,17 @@ class Snapshot:
             return None
         return "dir" if found[0] == objects.MODE_TREE else "file"
 
+    def file_above(self, path: MemoryPath) -> MemoryPath | None:
+        """The file standing where one of ``path``'s parent folders must be, if any."""
+        for depth in range(1, len(path.parts)):
+            ancestor = MemoryPath(path.parts[:depth])
+            kind = self.kind(ancestor)
+            if kind == "file":
+                return ancestor
+            if kind is None:
+                return None
+        return None
+
     def read_bytes(self, path: MemoryPath) -> bytes:
         found = self.entry(path)
         if found is None or found[0] == objects.MODE_TREE:

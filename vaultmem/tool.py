@@ -33,7 +33,6 @@ from .store import Change, Vault
 if TYPE_CHECKING:
     from .secrets import Detector
 
-DEFAULT_MAX_FILE_BYTES = 100 * 1024
 DEFAULT_VIEW_CAP = 16_000
 
 _STR = "string"
@@ -171,17 +170,6 @@ class MemoryCommands:
             return None  # "x/" names a directory; there is none
         return kind
 
-    @staticmethod
-    def _file_ancestor(snap: Snapshot, path: MemoryPath) -> MemoryPath | None:
-        for depth in range(1, len(path.parts)):
-            ancestor = MemoryPath(path.parts[:depth])
-            kind = snap.kind(ancestor)
-            if kind == "file":
-                return ancestor
-            if kind is None:
-                return None
-        return None
-
     def _encode(self, shown: str, content: str, limit: int) -> bytes:
         try:
             data = content.encode("utf-8")
@@ -296,14 +284,14 @@ class MemoryCommands:
         if path.dir_hint:
             raise _fail(f"Error: {shown} ends with '/', which names a directory; give a file path without it.")
         policy = self.guard.policy()
-        self.guard.check_path(policy, path, shown)
+        self.guard.check_path(policy, path)
         stored, redacted = self.guard.filter_text(policy, params["file_text"])
         data = self._encode(shown, stored, policy.max_file_bytes)
 
         def build(snap: Snapshot) -> Change:
             if snap.kind(path) is not None:
                 raise _fail(f"Error: File {shown} already exists")
-            blocker = self._file_ancestor(snap, path)
+            blocker = snap.file_above(path)
             if blocker is not None:
                 raise _fail(f"Error: Cannot create {shown}: {blocker} is a file, not a directory.")
             self.guard.check_quota(policy, snap, 0, len(data), new_file=True)
@@ -402,7 +390,7 @@ class MemoryCommands:
                 raise _fail(f"Error: The path {old_shown} does not exist")
             if snap.kind(new) is not None:
                 raise _fail(f"Error: The destination {new_shown} already exists")
-            self.guard.check_path(self.guard.policy(), new, new_shown)
+            self.guard.check_path(self.guard.policy(), new)
             if old.is_root:
                 raise _fail("Error: Cannot rename /memories itself. Rename the files and folders inside it instead.")
             if new.is_within(old):
@@ -411,7 +399,7 @@ class MemoryCommands:
                 raise _fail(
                     f"Error: {new_shown} ends with '/', which names a directory; give the new file path without it."
                 )
-            blocker = self._file_ancestor(snap, new)
+            blocker = snap.file_above(new)
             if blocker is not None:
                 raise _fail(f"Error: Cannot rename to {new_shown}: {blocker} is a file, not a directory.")
             return Change("rename", (old, new)).move(old, new)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from . import durable, objects, paths
 from .errors import AlreadyExistsError, ConflictError, IntegrityError, InvalidPathError, LimitError, VaultError
 from .paths import MemoryPath
+from .policy import DEFAULT_MAX_FILE_BYTES
 
 if TYPE_CHECKING:
     from .history import Version
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from .store import Change, Vault
 
 MEMORIES = "memories"
-DEFAULT_MAX_FILE_BYTES = 102_400  # the tool's default per-file limit (SPEC.md)
 FILES_TRAILER = "Vaultmem-Files"
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -185,16 +185,9 @@ def _read_file(dir_fd: int, name: str, here: tuple[str, ...], max_file_bytes: in
     return data
 
 
-def _file_in_the_way(snap: Snapshot, path: MemoryPath) -> MemoryPath | None:
-    """An existing file at ``path`` or at one of its parent folders."""
-    for depth in range(1, len(path.parts) + 1):
-        prefix = MemoryPath(path.parts[:depth])
-        kind = snap.kind(prefix)
-        if kind == "file" or (kind == "dir" and depth == len(path.parts)):
-            return prefix
-        if kind is None:
-            return None
-    return None
+def _in_the_way(snap: Snapshot, path: MemoryPath) -> MemoryPath | None:
+    """What an import to ``path`` would overwrite: the path itself, or a file above it."""
+    return path if snap.kind(path) is not None else snap.file_above(path)
 
 
 def import_folder(
@@ -228,7 +221,7 @@ def import_folder(
     cleaned: list[tuple[MemoryPath, bytes]] = []
     for path, data in files:
         try:
-            guard.check_path(policy, path, path.text)
+            guard.check_path(policy, path)
             text, found = guard.filter_text(policy, data.decode("utf-8"))
         except VaultError as err:
             raise VaultError(f"Error: cannot import {path.text!r}: {_reason(err)} Nothing was imported.") from err
@@ -249,7 +242,7 @@ def import_folder(
         if replace:
             change.restores.append((root, None))
         else:
-            clashes = [str(p) for p in (_file_in_the_way(snap, path) for path, _ in files) if p is not None]
+            clashes = [str(p) for p in (_in_the_way(snap, path) for path, _ in files) if p is not None]
             if clashes:
                 shown = ", ".join(sorted(set(clashes))[:5]) + (" ..." if len(set(clashes)) > 5 else "")
                 raise AlreadyExistsError(
