@@ -159,18 +159,44 @@ def touches(commit: pygit2.Commit, target: MemoryPath) -> bool:
 def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterator[Version]:
     """Versions newest first that pass ``filters``; a path is followed back
     across renames (the rename itself is listed, older commits are matched
-    against the old name)."""
+    against the old name).
+
+    With a path, a commit whose ``Vaultmem-Path`` trailers name neither the
+    path, nor a folder above it, nor anything below it is passed over without
+    reading its trees: vaultmem names every path a commit changes (a folder for
+    a folder's contents, ``/memories`` for the whole memory).  A commit naming
+    no path at all is compared tree by tree.  Trailers are sealed with the
+    commit, so a commit that lies about its paths fails ``verify()``.
+    """
     tracked = filters.path
-    for commit in repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL):
+    for commit in repo.walk(head, pygit2.enums.SortMode.NONE):  # main is linear: newest first
         version: Version | None = None
         if tracked is not None:
-            if not touches(commit, tracked):
+            if not _may_touch(commit.message, tracked.text) or not touches(commit, tracked):
                 continue
             version = Version.from_commit(commit)
             tracked = _before_rename(version, tracked)
         version = version or Version.from_commit(commit)
         if filters.matches(version):
             yield version
+
+
+_PATH_TRAILER = "\nVaultmem-Path: "
+
+
+def _may_touch(message: str, target: str) -> bool:
+    """Whether a commit's trailers leave open that it changed ``target``."""
+    at = message.find(_PATH_TRAILER)
+    if at < 0:
+        return True
+    while at >= 0:
+        start = at + len(_PATH_TRAILER)
+        end = message.find("\n", start)
+        named = message[start : end if end >= 0 else len(message)]
+        if named == target or named.startswith(target + "/") or target.startswith(named + "/"):
+            return True
+        at = message.find(_PATH_TRAILER, start)
+    return False
 
 
 def _before_rename(version: Version, tracked: MemoryPath) -> MemoryPath:

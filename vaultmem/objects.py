@@ -165,20 +165,38 @@ def _install(pack_dir: Path, pack: bytes, idx: bytes, pack_sum: bytes) -> Path:
     return Path(stem + ".pack")
 
 
+# The entries of packs this process wrote lately, by path: merging them needs
+# no reads (a pack's name is its checksum, so a path always means these bytes).
+_RECENT_PACKS: dict[str, list[tuple[bytes, int, bytes]]] = {}
+_RECENT_LIMIT = 256
+
+
+def _remember(pack: Path, whole: list[tuple[bytes, int, bytes]]) -> None:
+    if len(_RECENT_PACKS) >= _RECENT_LIMIT:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
+            _RECENT_PACKS.pop(next(iter(_RECENT_PACKS)))
+    _RECENT_PACKS[str(pack)] = whole
+
+
 def write_pack(objects_dir: Path, objects: Iterable[PackedObject]) -> Path:
     """Store objects as one new pack; returns the ``.pack`` path."""
     parts: list[bytes] = []
     entries: list[tuple[bytes, int, int]] = []
+    whole: list[tuple[bytes, int, bytes]] = []
     items = list({o.id: o for o in objects}.values())
     offset = 12
     for obj in items:
         raw = _entry_header(obj.kind, len(obj.data)) + deflate_stored(obj.data)
-        entries.append((obj.id, zlib.crc32(raw), offset))
+        crc = zlib.crc32(raw)
+        entries.append((obj.id, crc, offset))
+        whole.append((obj.id, crc, raw))
         parts.append(raw)
         offset += len(raw)
     body = b"PACK" + struct.pack(">II", 2, len(items)) + b"".join(parts)
     pack_sum = hashlib.sha1(body).digest()
-    return _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
+    pack = _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
+    _remember(pack, whole)
+    return pack
 
 
 @dataclass(frozen=True)
@@ -220,10 +238,15 @@ def list_packs(objects_dir: Path) -> list[PackInfo]:
         extras = {n for n in names if n.startswith(stem + ".")} - {stem + ".pack", stem + ".idx"}
         if extras or stem + ".idx" not in names or stem + ".pack" not in names:
             continue
-        with open(pack_dir / (stem + ".idx"), "rb") as fh:
-            fh.seek(8 + 255 * 4)
-            count = struct.unpack(">I", fh.read(4))[0]
-        out.append(PackInfo(pack_dir / (stem + ".pack"), count))
+        pack = pack_dir / (stem + ".pack")
+        known = _RECENT_PACKS.get(str(pack))
+        if known is not None:
+            count = len(known)
+        else:
+            with open(pack_dir / (stem + ".idx"), "rb") as fh:
+                fh.seek(8 + 255 * 4)
+                count = struct.unpack(">I", fh.read(4))[0]
+        out.append(PackInfo(pack, count))
     return out
 
 
@@ -244,6 +267,9 @@ def _whole_entries(info: PackInfo) -> list[tuple[bytes, int, bytes]] | None:
     """``(id, crc, raw entry)`` in pack order, or None when the pack holds a
     delta (git's own packs may): a delta's base offset is relative, so such a
     pack is left as it is rather than copied entry by entry."""
+    known = _RECENT_PACKS.get(str(info.pack))
+    if known is not None and info.pack.with_suffix(".idx").exists():
+        return known
     data = info.pack.read_bytes()
     by_offset = sorted(_read_idx(info.pack.with_suffix(".idx").read_bytes()), key=lambda e: e[2])
     ends = [e[2] for e in by_offset[1:]] + [len(data) - 20]
@@ -282,6 +308,8 @@ def merge_packs(objects_dir: Path, packs: Sequence[PackInfo]) -> list[PackInfo]:
     body = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
     pack_sum = hashlib.sha1(body).digest()
     _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
+    for info in merged:
+        _RECENT_PACKS.pop(str(info.pack), None)
     return merged
 
 

@@ -38,6 +38,10 @@ from .verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
 MERGE_EVERY = 16  # commits between checks, and the number of packs that makes a merge worth it
+# Packs of more objects than this are no longer merged: a merge copies its
+# packs inside a tool call, and copying more would stall that call.  A vault
+# gains such a pack about every 3,000 commits (five objects a commit).
+MERGE_LIMIT = 16_384
 COMMITTER = ("vaultmem", "vaultmem@localhost")
 Clock = Callable[[], float]
 
@@ -109,6 +113,8 @@ class Vault:
         self._ref_path = os.path.join(path, MAIN)
         self._objects_dir = path / "objects"
         self._policy: tuple[str | None, Policy] | None = None
+        self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
+        self._chain_lock = threading.Lock()
         self.reads = expiry.ReadLog(path)
 
     def close(self) -> None:
@@ -312,7 +318,7 @@ class Vault:
         if isinstance(at, datetime) or (isinstance(at, str) and _looks_like_time(at)):
             when = parse_when(at)
             if head is not None:
-                for commit in self.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL):
+                for commit in self.repo.walk(head, pygit2.enums.SortMode.NONE):  # linear: newest first
                     if commit.author.time <= when.timestamp():
                         return commit
             raise NotFoundError(f"Error: no version at or before {when.isoformat()}; the history starts later.")
@@ -322,9 +328,40 @@ class Vault:
             commit = self.repo.revparse_single(at.strip()).peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as err:
             raise NotFoundError(f"Error: no version {at!r} in this vault; list versions with history().") from err
-        if head is None or (commit.id != head and not self.repo.descendant_of(head, commit.id)):
+        if head is None or not self._on_main(commit.id, head):
             raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")
         return commit
+
+    def _on_main(self, oid: pygit2.Oid, head: pygit2.Oid) -> bool:
+        """Whether ``oid`` is ``head`` or one of its ancestors.
+
+        The ids of main's history are walked once and kept in memory; later
+        calls walk only the commits made since, and start over if main no
+        longer descends from where the last walk began (moved back or rewritten).
+        """
+        if oid == head:
+            return True
+        with self._chain_lock:
+            tip, known = self._chain
+            if tip != head.raw:
+                walker = self.repo.walk(head, pygit2.enums.SortMode.NONE)
+                if tip is not None:
+                    walker.hide(pygit2.Oid(raw=tip))
+                fresh, last = self._ids(walker)
+                if tip is not None and (last is None or tip not in {p.raw for p in last.parent_ids}):
+                    known = set()  # main does not continue from the walked tip: walk it all again
+                    fresh, _ = self._ids(self.repo.walk(head, pygit2.enums.SortMode.NONE))
+                known.update(fresh)
+                self._chain = (head.raw, known)
+            return oid.raw in known
+
+    @staticmethod
+    def _ids(walker: pygit2.Walker) -> tuple[list[bytes], pygit2.Commit | None]:
+        ids: list[bytes] = []
+        last: pygit2.Commit | None = None
+        for last in walker:
+            ids.append(last.id.raw)
+        return ids, last
 
     # -- writing -------------------------------------------------------------
 
@@ -430,7 +467,9 @@ class Vault:
         self._since_merge_check = 0
         objects_dir = self.path / "objects"
         with contextlib.suppress(OSError, ValueError):
-            packs = [p for p in objects.list_packs(objects_dir) if p.pack not in self._retired]
+            packs = [
+                p for p in objects.list_packs(objects_dir) if p.pack not in self._retired and p.count <= MERGE_LIMIT
+            ]
             if len(packs) >= MERGE_EVERY:
                 victims = objects.geometric_rollup(packs)
                 if victims:
@@ -625,7 +664,13 @@ class Vault:
                 doc = Keyring.parse(keyring_blob(self.repo, ref.target))
             except VaultError:
                 doc = None
-        report = verify(self.repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
+        # Its own repository handle: libgit2 caches the trees and commits it
+        # reads (up to 256 MB), and this one is dropped when verify returns.
+        repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        try:
+            report = verify(repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
+        finally:
+            repo.free()
         try:
             policy_mod.read_policy(self.repo, self.keyring)  # the policy in force: sealed and well formed
         except VaultError as err:

@@ -60,13 +60,26 @@ class VerifyReport:
         return [str(f) for f in self.findings]
 
 
+Entries = dict[bytes, tuple[int, bytes]]
+_NO_TREE = b""  # stands for "no tree here before" when comparing with a parent
+
+
 class Verifier:
+    """Checks commits oldest first.  Each commit is compared with its first
+    parent: an entry with the same id at the same path was checked when it
+    first appeared, so only what a commit changed is read and decrypted.  The
+    work per commit is the size of its change, and memory stays the size of
+    one tree, however long the history."""
+
     def __init__(self, repo: pygit2.Repository, keyring: Keyring, report: VerifyReport) -> None:
         self.repo = repo
         self.keyring = keyring
         self.report = report
-        self._trees_ok: dict[bytes, dict[bytes, tuple[int, bytes]] | None] = {}
-        self._checked: set[tuple[str, bytes]] = set()
+        self._decoded: dict[bytes, Entries] = {}  # recent well-formed trees, by id (bounded)
+        self._bad_trees: set[bytes] = set()  # reported once each
+        self._blob_ids: set[bytes] = set()
+        self._tree_ids: set[bytes] = set()
+        self._roots: dict[bytes, bytes] = {}  # commit id -> root tree id, for recent commits (bounded)
         self._commit = ""
         self.missing_keys: set[str] = set()
 
@@ -94,11 +107,18 @@ class Verifier:
         self._check_seal(raw)
         head, _, message = raw.partition(b"\n\n")
         self._check_message(head, message)
-        tree_line = head.split(b"\n", 1)[0]
+        lines = head.split(b"\n")
+        tree_line = lines[0]
         if not tree_line.startswith(b"tree ") or len(tree_line) != 45:
             self.find("object", None, "the commit names no tree")
             return
-        self._root(bytes.fromhex(tree_line[5:].decode("ascii")))
+        root = bytes.fromhex(tree_line[5:].decode("ascii"))
+        parent = lines[1][7:47] if len(lines) > 1 and lines[1].startswith(b"parent ") else b""
+        base = self._roots.get(bytes.fromhex(parent.decode("ascii")), _NO_TREE) if parent else _NO_TREE
+        if len(self._roots) >= _DECODED_LIMIT:  # a parent older than this is compared with nothing
+            self._roots.pop(next(iter(self._roots)))
+        self._roots[oid.raw] = root
+        self._root(root, base)
 
     def _check_seal(self, raw: bytes) -> None:
         body, seal = split_seal(raw)
@@ -137,7 +157,9 @@ class Verifier:
             except VaultError:
                 self.find("message", None, f"Vaultmem-Path {value!r} is not a memory path")
 
-    def _root(self, tree_id: bytes) -> None:
+    def _root(self, tree_id: bytes, base: bytes) -> None:
+        if tree_id == base:
+            return
         entries = self._tree(tree_id, "/", may_be_empty=True)  # the memory after its last file is deleted
         if entries is None:
             return
@@ -150,17 +172,32 @@ class Verifier:
         if memories[0] != objects.MODE_TREE:
             self.find("tree", "/memories", "memories is not a folder")
             return
-        self._walk(MemoryPath(()), memories[1])
+        before = self._known(base).get(b"memories")
+        self._walk(MemoryPath(()), memories[1], before[1] if before and before[0] == objects.MODE_TREE else _NO_TREE)
 
-    def _walk(self, path: MemoryPath, tree_id: bytes) -> None:
-        key = (path.text, tree_id)
-        if key in self._checked:
-            return  # the same tree at the same place: its blobs were checked already
-        self._checked.add(key)
+    def _known(self, tree_id: bytes) -> Entries:
+        """A tree checked earlier (in a parent); empty if it was not well formed."""
+        if tree_id == _NO_TREE or tree_id in self._bad_trees:
+            return {}
+        entries = self._decoded.get(tree_id)
+        if entries is None:
+            found = self.read(tree_id, None)
+            entries = objects.decode_tree(found[1]) if found is not None else {}
+        return entries
+
+    def _walk(self, path: MemoryPath, tree_id: bytes, base: bytes) -> None:
+        """Check the tree at ``path`` against ``base``, the tree that was there
+        in the parent: only entries that differ from it are looked at."""
+        if tree_id == base:
+            return  # the same tree at the same place: checked when it appeared
         entries = self._tree(tree_id, path.text)
         if entries is None:
             return
+        before = self._known(base)
         for name, (mode, oid) in entries.items():
+            old = before.get(name)
+            if old == (mode, oid):
+                continue
             try:
                 child = path.child(name.decode("utf-8"))
                 parse(child.text)
@@ -168,19 +205,23 @@ class Verifier:
                 self.find("tree", path.text, f"entry {name!r} is not a name a memory path may have")
                 continue
             if mode == objects.MODE_TREE:
-                self._walk(child, oid)
+                self._walk(child, oid, old[1] if old is not None and old[0] == objects.MODE_TREE else _NO_TREE)
             elif mode == objects.MODE_BLOB:
                 self._blob(child, oid)
 
-    def _tree(self, tree_id: bytes, where: str, may_be_empty: bool = False) -> dict[bytes, tuple[int, bytes]] | None:
-        if tree_id in self._trees_ok:
-            return self._trees_ok[tree_id]
+    def _tree(self, tree_id: bytes, where: str, may_be_empty: bool = False) -> Entries | None:
+        if tree_id in self._bad_trees:
+            return None
+        cached = self._decoded.get(tree_id)
+        if cached is not None:
+            return cached
         found = self.read(tree_id, where)
-        entries: dict[bytes, tuple[int, bytes]] | None = None
+        entries: Entries | None = None
         if found is not None:
             kind, data = found
             entries = objects.decode_tree(data) if kind == pygit2.enums.ObjectType.TREE else None
-            self.report.trees += 1
+            self._tree_ids.add(tree_id)
+            self.report.trees = len(self._tree_ids)
             if entries is None:
                 self.find("tree", where, "a tree entry points at something that is not a tree")
             elif objects.encode_tree(entries) != data:
@@ -194,15 +235,17 @@ class Verifier:
                         self.find("tree", where, f"entry {name.decode('utf-8', 'replace')!r} has mode {mode:o}")
                         entries = None
                         break
-        self._trees_ok[tree_id] = entries
+        if entries is None:
+            self._bad_trees.add(tree_id)
+            return None
+        if len(self._decoded) >= _DECODED_LIMIT:
+            self._decoded.pop(next(iter(self._decoded)))
+        self._decoded[tree_id] = entries
         return entries
 
     def _blob(self, path: MemoryPath, oid: bytes) -> None:
-        key = (path.text, oid)
-        if key in self._checked:
-            return
-        self._checked.add(key)
-        self.report.blobs += 1
+        self._blob_ids.add(oid)
+        self.report.blobs = len(self._blob_ids)
         found = self.read(oid, path.text)
         if found is None:
             return
@@ -215,6 +258,9 @@ class Verifier:
             self.keyring.open(path.text, found[1])
         except VaultError:
             self.find("blob", path.text, "does not authenticate at this path (edited, or moved from another path)")
+
+
+_DECODED_LIMIT = 4096
 
 
 def verify(

@@ -1,0 +1,75 @@
+"""The machine a run measured on: CPU, kernel, the work folder's file system
+and mount options, library versions, and the disk's I/O pressure."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from pathlib import Path
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_of(folder: Path, mounts: str) -> tuple[str, str, str, str] | None:
+    """(device, mount point, filesystem, options) of the longest mount point
+    holding ``folder``, from the text of /proc/mounts."""
+    target = os.path.realpath(folder)
+    best: tuple[str, str, str, str] | None = None
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        device, point, fstype, options = (_unescape(p) for p in parts[:4])
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[1])):
+            best = (device, point, fstype, options)
+    return best
+
+
+def io_pressure() -> str | None:
+    """``some avg10`` of /proc/pressure/io (the share of the last 10 s in
+    which some task waited for I/O), if the kernel reports it."""
+    try:
+        with open("/proc/pressure/io") as pressure:
+            for line in pressure:
+                if line.startswith("some "):
+                    found = re.search(r"avg10=([0-9.]+)", line)
+                    return found.group(1) if found else None
+    except OSError:
+        pass
+    return None
+
+
+def machine(work: Path) -> list[tuple[str, str]]:
+    import anthropic
+    import pygit2
+
+    try:
+        with open("/proc/mounts") as mounts:
+            mount = mount_of(work, mounts.read())
+    except OSError:
+        mount = None
+    disk = f"{mount[2]} on {mount[0]} at {mount[1]} ({mount[3]})" if mount else "unknown (no /proc/mounts)"
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return [
+        ("CPU", f"{_cpu_model()}, {usable} usable of {os.cpu_count()} CPUs"),
+        ("kernel", f"{platform.system()} {platform.release()}"),
+        ("work folder", disk),
+        ("Python", platform.python_version()),
+        ("pygit2 / libgit2", f"{getattr(pygit2, '__version__', '?')} / {pygit2.LIBGIT2_VERSION}"),
+        ("anthropic", anthropic.__version__),
+    ]
