@@ -17,6 +17,7 @@ from tests.conftest import FakeClock
 from vaultmem import NotFoundError, Vault, VaultMemoryTool, objects, store
 from vaultmem.history import _may_touch
 from vaultmem.paths import parse
+from vaultmem.verify import Verifier, VerifyReport
 
 FILES = ["/memories/a.txt", "/memories/notes/b.txt", "/memories/notes/deep/c.txt", "/memories/other/d.txt"]
 
@@ -220,3 +221,19 @@ def test_packs_over_the_merge_limit_are_left_as_they_are(
     assert big <= after  # ... and those were never merged again
     assert git(vault_path, "fsck", "--strict") == ""
     assert len(vault.history()) == 300
+
+
+def test_a_commit_with_a_damaged_parent_line_is_checked_against_nothing(vault: Vault, call) -> None:
+    """A parent line that is not an id cannot stop verify: the commit's whole
+    tree is checked, and its missing seal is reported."""
+    call(command="create", path="/memories/a.txt", file_text="one\n")
+    repo = vault.repo
+    head = repo[repo.references["refs/heads/main"].target]
+    raw = b"tree %s\nparent not-an-id\nauthor x <x@x> 0 +0000\ncommitter x <x@x> 0 +0000\n\nmemory: x\n" % (
+        str(head.tree_id).encode()
+    )
+    oid = repo.odb.write(pygit2.enums.ObjectType.COMMIT, raw)
+    report = VerifyReport()
+    Verifier(repo, vault.keyring, report).commit(oid)
+    assert report.commits == 1 and report.blobs == 1  # a.txt decrypted: nothing was skipped
+    assert any(f.kind == "seal" for f in report.findings)

@@ -16,6 +16,7 @@ Read-only: it writes nothing, not even caches on disk.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -113,8 +114,10 @@ class Verifier:
             self.find("object", None, "the commit names no tree")
             return
         root = bytes.fromhex(tree_line[5:].decode("ascii"))
-        parent = lines[1][7:47] if len(lines) > 1 and lines[1].startswith(b"parent ") else b""
-        base = self._roots.get(bytes.fromhex(parent.decode("ascii")), _NO_TREE) if parent else _NO_TREE
+        base = _NO_TREE  # without a parent checked earlier, every entry is checked
+        if len(lines) > 1 and lines[1].startswith(b"parent "):
+            with contextlib.suppress(ValueError):  # a damaged parent line: compare with nothing
+                base = self._roots.get(bytes.fromhex(lines[1][7:].decode("ascii")), _NO_TREE)
         if len(self._roots) >= _DECODED_LIMIT:  # a parent older than this is compared with nothing
             self._roots.pop(next(iter(self._roots)))
         self._roots[oid.raw] = root
