@@ -73,7 +73,7 @@ def actual_state(vault: Vault, vault_path: Path, r: int) -> tuple[dict[str, str]
 class DiesBeforeRefMove(Vault):
     """A writer that dies after the pending record is durable, before the ref moves."""
 
-    def _rename_ref(self, lock: str) -> None:
+    def _rename_ref(self) -> None:
         os._exit(7)  # main.lock stays behind, as after a real kill
 
 
@@ -247,15 +247,19 @@ def test_stale_ref_lock_is_cleared_even_with_a_clean_lock_flag(vault: Vault, vau
 
 
 def test_state_folder_is_disposable(vault: Vault, vault_path: Path, key: str, call) -> None:
-    """docs/format.md: vaultmem/lock and vaultmem/pending are disposable; deleting them loses no memory."""
+    """docs/format.md: the state folder (lock and pending record, ref ring files, read log) is
+    disposable; deleting it loses no memory."""
     call(command="create", path="/memories/a.txt", file_text="a")
     for leftover in (vault_path / "vaultmem").iterdir():
         leftover.unlink()
     (vault_path / "vaultmem").rmdir()
     reopened = Vault.open(vault_path, key=key)
     assert reopened.read("/memories/a.txt") == "a"
-    VaultMemoryTool(reopened, actor="next").call({"command": "create", "path": "/memories/b.txt", "file_text": "b"})
-    assert commit_count(vault_path) == 2
+    tool = VaultMemoryTool(reopened, actor="next")
+    for name in ("b", "c", "d"):  # the ring of ref files starts again, then is used
+        tool.call({"command": "create", "path": f"/memories/{name}.txt", "file_text": name})
+    assert commit_count(vault_path) == 4
+    assert os.stat(vault_path / "refs/heads/main").st_nlink == 2
     fsck_clean(vault_path)
 
 
@@ -264,11 +268,11 @@ class RefMoveFails(Vault):
 
     fail_next = False
 
-    def _rename_ref(self, lock: str) -> None:
+    def _rename_ref(self) -> None:
         if RefMoveFails.fail_next:
             RefMoveFails.fail_next = False
             raise OSError(5, "Input/output error")
-        super()._rename_ref(lock)
+        super()._rename_ref()
 
 
 def test_a_write_reported_as_failed_is_not_resurrected_later(vault: Vault, vault_path: Path, key: str) -> None:
@@ -360,6 +364,24 @@ def test_open_rolls_forward_a_durable_change_whose_ref_move_was_lost(
     VaultMemoryTool(reopened, actor="next").call({"command": "create", "path": "/memories/n.txt", "file_text": "n"})
     assert git(vault_path, "rev-parse", "main^").strip() == pending.new
     assert reopened.verify().ok
+
+
+@pytest.mark.slow
+def test_a_record_left_by_an_earlier_version_is_rolled_forward(
+    died_before_ref_move: durable.Pending, vault_path: Path, key: str
+) -> None:
+    """Earlier versions kept the record in vaultmem/pending; a vault that
+    crashed under one still gets its acknowledged change back."""
+    state = vault_path / "vaultmem"
+    (state / "pending").write_bytes(died_before_ref_move.encode() + b"end\n")
+    (state / "lock").write_bytes(b"1")  # the older lock file: its flag byte only
+    reopened = Vault.open(vault_path, key=key)
+    assert git(vault_path, "rev-parse", "main").strip() == died_before_ref_move.new
+    assert reopened.read("/memories/late.txt") == "written just before the crash\n"
+    VaultMemoryTool(reopened, actor="next").call({"command": "create", "path": "/memories/n.txt", "file_text": "n"})
+    assert not (state / "pending").exists()  # superseded by the record in the lock file
+    assert durable.read_pending(vault_path).new == git(vault_path, "rev-parse", "main").strip()  # type: ignore[union-attr]
+    fsck_clean(vault_path)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import pygit2
 import pytest
 
 from tests.conftest import FakeClock
-from vaultmem import NotFoundError, Vault, VaultMemoryTool, objects, store
+from vaultmem import NotFoundError, Vault, VaultMemoryTool, objects, snapshot, store
 from vaultmem.history import _may_touch
 from vaultmem.paths import parse
 from vaultmem.verify import Verifier, VerifyReport
@@ -237,3 +237,101 @@ def test_a_commit_with_a_damaged_parent_line_is_checked_against_nothing(vault: V
     Verifier(repo, vault.keyring, report).commit(oid)
     assert report.commits == 1 and report.blobs == 1  # a.txt decrypted: nothing was skipped
     assert any(f.kind == "seal" for f in report.findings)
+
+
+def canonical_trees(repo: pygit2.Repository, tree: pygit2.Tree) -> int:
+    """Checks every tree below ``tree`` is byte for byte what encoding its
+    entries afresh gives; returns how many trees it checked."""
+    raw = repo.odb.read(tree.id)[1]
+    assert objects.encode_tree(objects.decode_tree(raw)) == raw
+    return 1 + sum(canonical_trees(repo, child) for child in tree if isinstance(child, pygit2.Tree))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_patched_trees_equal_trees_encoded_afresh(vault: Vault, vault_path: Path, clock: FakeClock, seed: int) -> None:
+    """Large folders are written by patching new ids into the old tree; every
+    tree must still be exactly the canonical encoding of its entries, and the
+    memory exactly what the edits made it."""
+    rng = random.Random(seed)
+    tool = VaultMemoryTool(vault, actor="bot")
+    names = [f"/memories/big/n{i:03d}.txt" for i in range(snapshot.PATCH_MIN + 8)]
+    expected: dict[str, str] = {}
+    for name in names:
+        tool.call({"command": "create", "path": name, "file_text": "v0\n"})
+        expected[name] = "v0\n"
+    repo = pygit2.Repository(str(vault_path))
+    for step in range(40):
+        clock.advance(1)
+        roll = rng.random()
+        present = sorted(expected)
+        if roll < 0.6:
+            name = rng.choice(present)
+            tool.call({"command": "str_replace", "path": name, "old_str": expected[name], "new_str": f"v{step}\n"})
+            expected[name] = f"v{step}\n"
+        elif roll < 0.75:
+            name = rng.choice(present)
+            tool.call({"command": "delete", "path": name})
+            del expected[name]
+        elif roll < 0.9:
+            name = f"/memories/big/m{step:03d}.txt"
+            tool.call({"command": "create", "path": name, "file_text": "new\n"})
+            expected[name] = "new\n"
+        else:
+            old = rng.choice(present)
+            new = f"/memories/big/r{step:03d}.txt"
+            tool.call({"command": "rename", "old_path": old, "new_path": new})
+            expected[new] = expected.pop(old)
+        head = repo.revparse_single("refs/heads/main")
+        assert canonical_trees(repo, head.tree) >= 3
+        assert {e.path: vault.read(e.path) for e in vault.listing() if e.kind == "file"} == expected
+    git(vault_path, "fsck", "--strict")
+
+
+def test_a_patch_is_used_for_edits_of_existing_files(vault: Vault, call) -> None:
+    """The patch path is taken (else the test above proves nothing about it)."""
+    for i in range(snapshot.PATCH_MIN):
+        call(command="create", path=f"/memories/big/f{i}.txt", file_text="a\n")
+    before = vault._trees.get(vault._read_raw, vault.snapshot().entry(parse("/memories/big"))[1])  # type: ignore[index]
+    patched: list[bytes] = []
+    real = snapshot.TreeEditor._patched
+
+    def spy(self: snapshot.TreeEditor, staged: snapshot._Dir) -> tuple[bytes, dict[bytes, int]] | None:
+        out = real(self, staged)
+        if out is not None:
+            patched.append(out[0])
+        return out
+
+    snapshot.TreeEditor._patched = spy  # type: ignore[method-assign]
+    try:
+        call(command="str_replace", path="/memories/big/f3.txt", old_str="a", new_str="b")
+    finally:
+        snapshot.TreeEditor._patched = real  # type: ignore[method-assign]
+    assert len(patched) == 1  # the big folder; the small root is encoded afresh
+    after = objects.decode_tree(patched[0])
+    assert after.keys() == before.keys()
+    assert [n for n in after if after[n] != before[n]] == [b"f3.txt"]
+
+
+def test_a_layout_that_does_not_match_its_entries_is_not_patched() -> None:
+    raw = objects.encode_tree({b"a": (objects.MODE_BLOB, b"\1" * 20), b"b": (objects.MODE_BLOB, b"\2" * 20)})
+    layouts = snapshot.Layouts()
+    assert layouts.get(lambda oid: raw, b"t" * 20, {b"a": (objects.MODE_BLOB, b"\1" * 20)}) is None
+    found = layouts.get(lambda oid: raw, b"t" * 20, objects.decode_tree(raw))
+    assert found is not None and found[0] == raw and found[1] == {b"a": 9, b"b": 38}  # "100644 a" and a NUL: 9 bytes
+
+
+def test_a_file_restored_over_a_folder_of_the_same_name_is_not_patched(vault: Vault, vault_path: Path, call) -> None:
+    """Same name, another kind: the mode and the order change, so the tree is encoded afresh."""
+    for i in range(snapshot.PATCH_MIN):
+        call(command="create", path=f"/memories/big/f{i}.txt", file_text="a\n")
+    call(command="create", path="/memories/big/x", file_text="a file\n")
+    as_file = vault.history(limit=1)[0].id
+    call(command="delete", path="/memories/big/x")
+    call(command="create", path="/memories/big/x/inside.txt", file_text="now a folder\n")
+    call(command="create", path="/memories/big/x-", file_text="sorts between x and x/\n")
+    vault.restore(as_file, path="/memories/big/x", actor="operator")
+    assert vault.read("/memories/big/x") == "a file\n"
+    assert vault.read("/memories/big/x-") == "sorts between x and x/\n"
+    repo = pygit2.Repository(str(vault_path))
+    canonical_trees(repo, repo.revparse_single("refs/heads/main").tree)
+    git(vault_path, "fsck", "--strict")

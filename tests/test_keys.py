@@ -64,7 +64,7 @@ def test_wrong_key_touches_nothing_in_the_vault(used_vault: Vault, vault_path: P
     head = git(vault_path, "rev-parse", "main").strip()
     git(vault_path, "update-ref", "refs/heads/main", "main~1")
     lock = vault_path / "vaultmem" / "lock"
-    lock.write_bytes(b"1")
+    lock.write_bytes(b"1" + lock.read_bytes()[1:])  # the flag of a writer that died; its record kept
     (vault_path / "refs" / "heads" / "main.lock").write_text("stale\n")
     before = folder_state(vault_path)
     with pytest.raises(WrongKeyError):

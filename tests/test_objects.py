@@ -81,6 +81,35 @@ def test_written_and_merged_packs_pass_git_verify_pack(repo: pygit2.Repository) 
             assert repo[pygit2.Oid(raw=blob.id)].read_raw() == blob.data
 
 
+def test_writing_the_same_objects_again_keeps_the_stored_pack(repo: pygit2.Repository) -> None:
+    objects_dir = Path(repo.path) / "objects"
+    blobs = [objects.packed(objects.BLOB, b"same %d" % i) for i in range(3)]
+    first = objects.write_pack(objects_dir, blobs)
+    before = first.stat()
+    assert objects.write_pack(objects_dir, blobs) == first
+    after = first.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
+    stored = sorted(p.name for p in (objects_dir / "pack").iterdir())
+    assert stored == sorted([first.name, first.with_suffix(".idx").name])
+
+
+def test_a_pack_left_without_its_index_is_written_again(repo: pygit2.Repository) -> None:
+    """An earlier attempt wrote the pack and died before its index: git never
+    read that pack, so the same objects replace it whole."""
+    objects_dir = Path(repo.path) / "objects"
+    blobs = [objects.packed(objects.BLOB, b"retry %d" % i) for i in range(3)]
+    pack = objects.write_pack(objects_dir, blobs)
+    whole = pack.read_bytes()
+    pack.with_suffix(".idx").unlink()
+    pack.chmod(0o644)
+    pack.write_bytes(whole[: len(whole) // 2])  # torn
+    assert objects.write_pack(objects_dir, blobs) == pack
+    assert pack.read_bytes() == whole
+    _verify_pack(pack)
+    for blob in blobs:
+        assert repo[pygit2.Oid(raw=blob.id)].read_raw() == blob.data
+
+
 def test_list_packs_leaves_out_packs_with_keep_files(repo: pygit2.Repository) -> None:
     objects_dir = Path(repo.path) / "objects"
     kept = objects.write_pack(objects_dir, [objects.packed(objects.BLOB, b"a")])

@@ -4,7 +4,8 @@ the one filesystem sync each acknowledged mutation costs.
 A mutation is made durable in this order (see docs/format.md):
 
 1. its new objects are written as one pack (no sync);
-2. ``vaultmem/pending`` records ``old head -> new head`` and the new object ids;
+2. the writer lock file records ``old head -> new head`` and the new object ids
+   after its first byte (one small in-place write to a file already open);
 3. one ``syncfs`` makes the objects and the record durable together;
 4. ``refs/heads/main`` is moved to the new head (no sync: if it is lost, the
    pending record moves it again on the next open).
@@ -69,7 +70,9 @@ class WriterLock:
 
     The lock file's first byte says whether its last holder finished: a writer
     that finds ``1`` knows the previous one died mid-write and clears what it
-    left behind before doing anything else.
+    left behind before doing anything else.  The bytes after it hold the
+    pending record of the last mutation (:class:`Pending`), written in place
+    by the holder: one file for both, so a write dirties one page, not two.
     """
 
     def __init__(self, gitdir: Path) -> None:
@@ -79,6 +82,7 @@ class WriterLock:
         self._fd = -1
         self._pid = 0
         self._finalizer: weakref.finalize[[int], WriterLock] | None = None
+        self._legacy_cleared = False
 
     def _open(self) -> int:
         """The lock file, opened once per process (a forked child opens its own:
@@ -115,6 +119,21 @@ class WriterLock:
         with self._mutex:
             self._drop()
 
+    def write_pending(self, pending: Pending) -> None:
+        """Record a ref move about to be made durable (the lock must be held).
+        Written in place, never truncated: truncating (or renaming over) a
+        file makes ext4 flush it at once, and the record carries its own
+        checksum, so stale bytes after it are ignored."""
+        os.pwrite(self._fd, pending.encode() + b"end\n", 1)
+        if not self._legacy_cleared:  # the record of an earlier version: rolled forward at open
+            with contextlib.suppress(OSError):
+                _legacy_pending_path(self.gitdir).unlink()
+            self._legacy_cleared = True
+
+    def void_pending(self) -> None:
+        """Make the pending record unreadable (a failed call must not come back)."""
+        os.pwrite(self._fd, b"void\n", 1)
+
     @contextlib.contextmanager
     def hold(self) -> Iterator[bool]:
         """Hold the lock; yields True when the previous holder died mid-write
@@ -145,6 +164,8 @@ def clear_leftovers(gitdir: Path) -> None:
     for name in _GIT_LOCKS:
         with contextlib.suppress(FileNotFoundError):
             (gitdir / name).unlink()
+    with contextlib.suppress(FileNotFoundError):
+        (gitdir / STATE_DIR / "head-new").unlink()  # a ref ring file being put in place (vaultmem.refs)
     objects = gitdir / "objects"
     for leftover in objects.glob("tmp_object_git2_*"):
         with contextlib.suppress(FileNotFoundError):
@@ -191,33 +212,27 @@ class Pending:
 
 
 def pending_path(gitdir: Path) -> Path:
-    return gitdir / STATE_DIR / "pending"
+    """The file holding the pending record: the writer lock file, after its first byte."""
+    return gitdir / STATE_DIR / "lock"
 
 
-def write_pending(gitdir: Path, pending: Pending) -> None:
-    # Written in place, never truncated: truncating (or renaming over) a file
-    # makes ext4 flush it at once, and the record carries its own checksum, so
-    # stale bytes after it are ignored.
-    fd = os.open(pending_path(gitdir), os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        os.pwrite(fd, pending.encode() + b"end\n", 0)
-    finally:
-        os.close(fd)
+def _legacy_pending_path(gitdir: Path) -> Path:
+    return gitdir / STATE_DIR / "pending"  # where earlier versions kept the record
 
 
-def void_pending(gitdir: Path) -> None:
-    """Make the pending record unreadable (a failed call must not come back)."""
-    fd = os.open(pending_path(gitdir), os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        os.pwrite(fd, b"void\n", 0)
-    finally:
-        os.close(fd)
+def _decode_record(data: bytes) -> Pending | None:
+    record, sep, _ = data.partition(b"end\n")
+    return Pending.decode(record) if sep else None
 
 
 def read_pending(gitdir: Path) -> Pending | None:
     try:
-        data = pending_path(gitdir).read_bytes()
+        found = _decode_record(pending_path(gitdir).read_bytes()[1:])
+    except FileNotFoundError:
+        found = None
+    if found is not None:
+        return found
+    try:  # a vault last written by an older vaultmem keeps its record in a file of its own
+        return _decode_record(_legacy_pending_path(gitdir).read_bytes())
     except FileNotFoundError:
         return None
-    record, sep, _ = data.partition(b"end\n")
-    return Pending.decode(record) if sep else None

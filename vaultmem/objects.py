@@ -12,6 +12,7 @@ Pure byte formats here; the only I/O is :func:`write_pack` and :func:`merge_pack
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import os
@@ -47,6 +48,11 @@ def encode_tree(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
 
 def decode_tree(data: bytes) -> dict[bytes, tuple[int, bytes]]:
     return {m.group(2): (int(m.group(1), 8), m.group(3)) for m in _TREE_ENTRY.finditer(data)}
+
+
+def tree_id_offsets(data: bytes) -> dict[bytes, int]:
+    """Where each entry's 20-byte id starts in an encoded tree, by name."""
+    return {m.group(2): m.start(3) for m in _TREE_ENTRY.finditer(data)}
 
 
 def encode_commit(
@@ -144,10 +150,12 @@ def _build_idx(entries: Sequence[tuple[bytes, int, int]], pack_sum: bytes) -> by
     return body + hashlib.sha1(body).digest()
 
 
-def _write_new(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+def _write_new(path: str, data: bytes, exclusive: bool = False) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o444)
     try:
-        os.write(fd, data)
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.ENOSPC, "short write", path)
     finally:
         os.close(fd)
 
@@ -156,9 +164,13 @@ def _install(pack_dir: Path, pack: bytes, idx: bytes, pack_sum: bytes) -> Path:
     """Write ``pack`` and ``idx``, the index last and by rename: git only looks
     at a pack once its index exists, so the pack can go straight to its name."""
     stem = os.path.join(pack_dir, f"pack-{pack_sum.hex()}")
-    if os.path.exists(stem + ".idx"):
-        return Path(stem + ".pack")  # the very same objects are already stored
-    _write_new(stem + ".pack", pack)
+    try:
+        _write_new(stem + ".pack", pack, exclusive=True)  # no lookup first: creating fails if it exists
+    except FileExistsError:
+        if os.path.exists(stem + ".idx"):
+            return Path(stem + ".pack")  # the very same objects are already stored
+        os.unlink(stem + ".pack")  # an earlier attempt's, never indexed, so never read
+        _write_new(stem + ".pack", pack, exclusive=True)
     tmp = os.path.join(pack_dir, f"tmp_vaultmem_{os.getpid()}_idx")
     _write_new(tmp, idx)
     os.rename(tmp, stem + ".idx")

@@ -224,13 +224,46 @@ class TreeCache:
         self._trees[oid] = entries
 
 
+# Below this many entries, encoding a tree afresh costs about what patching it does.
+PATCH_MIN = 32
+
+
+class Layouts:
+    """Encoded trees of the write path, with where each entry's id sits, so a
+    change that only gives existing entries new ids (an edited file, the
+    folders above it) patches 20 bytes per entry instead of encoding and
+    sorting a large folder again.  Bounded; used under the writer lock."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = limit
+        self._layouts: dict[bytes, tuple[bytes, dict[bytes, int] | None]] = {}
+
+    def put(self, oid: bytes, raw: bytes, id_at: dict[bytes, int] | None = None) -> None:
+        if len(self._layouts) >= self.limit:
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+                self._layouts.pop(next(iter(self._layouts)))
+        self._layouts[oid] = (raw, id_at)
+
+    def get(self, read: ReadRaw, oid: bytes, names: Entries) -> tuple[bytes, dict[bytes, int]] | None:
+        """The tree ``oid`` (whose decoded entries are ``names``) and its id offsets."""
+        raw, id_at = self._layouts.get(oid) or (read(oid), None)
+        if id_at is None:
+            id_at = objects.tree_id_offsets(raw)
+            if id_at.keys() != names.keys():
+                return None  # not the tree its entries were decoded from: encode instead
+            self.put(oid, raw, id_at)
+        return raw, id_at
+
+
 class _Dir:
-    """A directory being edited: its entries in git (if any) plus staged changes."""
+    """A directory being edited: its entries in git (if any), the id of the
+    tree they came from, and staged changes."""
 
-    __slots__ = ("base", "changes")
+    __slots__ = ("base", "base_id", "changes")
 
-    def __init__(self, base: dict[bytes, tuple[int, bytes]] | None) -> None:
+    def __init__(self, base: dict[bytes, tuple[int, bytes]] | None, base_id: bytes | None = None) -> None:
         self.base = base or {}
+        self.base_id = base_id if base else None
         self.changes: dict[bytes, tuple[int, bytes] | None] = {}
 
     def get(self, name: bytes) -> tuple[int, bytes] | None:
@@ -255,9 +288,10 @@ class TreeEditor:
     """Stages file and folder changes below ``memories/`` and encodes the trees
     that changed; untouched files and folders keep their ids."""
 
-    def __init__(self, read: ReadRaw, trees: TreeCache, memories: bytes | None) -> None:
+    def __init__(self, read: ReadRaw, trees: TreeCache, memories: bytes | None, layouts: Layouts | None = None) -> None:
         self.read = read
         self.trees = trees
+        self.layouts = layouts
         self._dirs: dict[tuple[str, ...], _Dir] = {}
         self.replace_root(memories)
         self.new: list[objects.PackedObject] = []
@@ -265,7 +299,7 @@ class TreeEditor:
     def replace_root(self, memories: bytes | None) -> None:
         """Start over from another ``memories`` tree (a whole-vault restore)."""
         self._root_id = memories
-        self._dirs = {(): _Dir(self.trees.get(self.read, memories) if memories else None)}
+        self._dirs = {(): _Dir(self.trees.get(self.read, memories) if memories else None, memories)}
 
     def _dir(self, parts: tuple[str, ...], create: bool) -> _Dir | None:
         found = self._dirs.get(parts)
@@ -284,7 +318,7 @@ class TreeEditor:
         elif entry[0] != objects.MODE_TREE:
             raise ConflictError(f"Error: {MemoryPath(parts)} is a file, not a directory.")
         else:
-            found = _Dir(self.trees.get(self.read, entry[1]))
+            found = _Dir(self.trees.get(self.read, entry[1]), entry[1])
         self._dirs[parts] = found
         return found
 
@@ -329,7 +363,7 @@ class TreeEditor:
             if not staged.changes:
                 continue  # read but not changed: the parent keeps its entry
             entries = staged.merged()
-            oid = self._encode(entries) if entries else None
+            oid = self._encode(entries, staged) if entries else None
             if parts:
                 self._dirs[parts[:-1]].changes[parts[-1].encode("utf-8")] = (
                     (objects.MODE_TREE, oid) if oid is not None else None
@@ -338,10 +372,35 @@ class TreeEditor:
                 result = oid
         return result
 
-    def _encode(self, entries: dict[bytes, tuple[int, bytes]]) -> bytes | None:
+    def _encode(self, entries: dict[bytes, tuple[int, bytes]], staged: _Dir) -> bytes | None:
         if not entries:
             return None
-        tree = objects.packed(objects.TREE, objects.encode_tree(entries))
+        patched = self._patched(staged)
+        raw, id_at = patched if patched is not None else (objects.encode_tree(entries), None)
+        tree = objects.packed(objects.TREE, raw)
         self.new.append(tree)
         self.trees.put(tree.id, entries)
+        if self.layouts is not None and len(entries) >= PATCH_MIN:
+            self.layouts.put(tree.id, raw, id_at)
         return tree.id
+
+    def _patched(self, staged: _Dir) -> tuple[bytes, dict[bytes, int]] | None:
+        """The new tree as the old one with new ids patched in, when every
+        change gives an existing entry a new id of the same kind (names and
+        modes, and so the order and every offset, stay as they are)."""
+        if self.layouts is None or staged.base_id is None or len(staged.base) < PATCH_MIN:
+            return None
+        new_ids: list[tuple[bytes, bytes]] = []
+        for name, entry in staged.changes.items():
+            old = staged.base.get(name)
+            if entry is None or old is None or entry[0] != old[0]:
+                return None
+            new_ids.append((name, entry[1]))
+        layout = self.layouts.get(self.read, staged.base_id, staged.base)
+        if layout is None:
+            return None
+        raw, id_at = layout
+        patched = bytearray(raw)
+        for name, oid in new_ids:
+            patched[id_at[name] : id_at[name] + 20] = oid
+        return bytes(patched), id_at

@@ -19,6 +19,7 @@ import pygit2
 
 from . import durable, expiry, keys, objects, paths, transfer
 from . import policy as policy_mod
+from . import refs as refs_mod
 from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
 from .diff import FileChange, changes, unified
 from .errors import (
@@ -33,10 +34,10 @@ from .history import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_messag
 from .keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from .paths import MemoryPath
 from .policy import Policy
-from .snapshot import SizeCache, Snapshot, TreeCache, TreeEditor
+from .snapshot import Layouts, SizeCache, Snapshot, TreeCache, TreeEditor
 from .verify import Finding, Progress, VerifyReport, verify
 
-MAIN = "refs/heads/main"
+MAIN = refs_mod.MAIN
 MERGE_EVERY = 16  # commits between checks, and the number of packs that makes a merge worth it
 # Packs of more objects than this are no longer merged: a merge copies its
 # packs inside a tool call, and copying more would stall that call.  A vault
@@ -106,11 +107,12 @@ class Vault:
         self._local = threading.local()
         self._sizes = SizeCache()
         self._trees = TreeCache()
+        self._layouts = Layouts()
         self._recent: dict[bytes, bytes] = {}
         self._since_merge_check = 0
         self._retired: list[Path] = []
         self._lock = durable.WriterLock(path)
-        self._ref_path = os.path.join(path, MAIN)
+        self._main = refs_mod.MainRef(path)
         self._objects_dir = path / "objects"
         self._policy: tuple[str | None, Policy] | None = None
         self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
@@ -232,7 +234,10 @@ class Vault:
         return repo
 
     def _head(self) -> pygit2.Oid | None:
-        ref = self.repo.references.get(MAIN)
+        raw = self._main.read()  # the loose ref file, read directly: a few microseconds
+        if raw is not None:
+            return pygit2.Oid(raw=raw)
+        ref = self.repo.references.get(MAIN)  # packed, symbolic or damaged: libgit2 decides
         return ref.target if ref is not None else None  # type: ignore[return-value]
 
     def _roll_forward(self) -> None:
@@ -262,32 +267,24 @@ class Vault:
 
     def _set_ref(self, target: pygit2.Oid) -> None:
         """Move ``main`` the way git does (lock file, then rename), without the
-        object lookups libgit2 would make first: we just wrote the commit."""
-        self._rename_ref(self._lock_ref(target))
+        object lookups libgit2 would make first."""
+        self._lock_ref(target.raw, plain=True)
+        self._rename_ref()
 
-    def _lock_ref(self, target: pygit2.Oid) -> str:
-        """Write ``main.lock`` holding ``target``; git refuses to move ``main``
-        while it exists.  Returns the lock's path."""
-        lock = self._ref_path + ".lock"
+    def _lock_ref(self, target: bytes, plain: bool = False) -> None:
+        """Write ``main.lock`` holding ``target`` (see vaultmem.refs); git
+        refuses to move ``main`` while it exists.  ``plain`` keeps the ring of
+        ref files out of it (a move with no sync of its own before the next)."""
+        take = self._main.lock_plain if plain else self._main.lock
         try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            take(target)
         except FileExistsError:
             durable.clear_leftovers(self.path)  # a killed writer's main.lock; we hold the writer lock
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(lock), exist_ok=True)  # `git pack-refs` may have removed refs/heads
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(fd, str(target).encode("ascii") + b"\n")
-        except OSError:
-            os.close(fd)
-            os.unlink(lock)
-            raise
-        os.close(fd)
-        return lock
+            take(target)
 
-    def _rename_ref(self, lock: str) -> None:
-        os.rename(lock, self._ref_path)
+    def _rename_ref(self) -> None:
+        """Rename ``main.lock`` over ``main``."""
+        self._main.commit()
 
     def snapshot(self, at: str | datetime | None = None) -> Snapshot:
         """A consistent read-only view of the memory, now or at a version."""
@@ -390,7 +387,7 @@ class Vault:
             change = build(snap)
             now = int(self.clock())
             old_root = snap.memories_id
-            editor = TreeEditor(self._read_raw, self._trees, old_root)
+            editor = TreeEditor(self._read_raw, self._trees, old_root, self._layouts)
             self._stage(snap, editor, change, now)
             memories = editor.write()
             if skip_if_unchanged and memories == old_root:
@@ -407,24 +404,25 @@ class Vault:
             objects.write_pack(self._objects_dir, new)
             old = snap.id or "0" * 40
             pending = durable.Pending(MAIN, old, commit.id.hex(), tuple(o.id.hex() for o in new))
-            durable.write_pending(self.path, pending)
+            self._lock.write_pending(pending)
             # The ref's lock file is written before the sync, so the sync makes
             # its content durable too and the rename after it is cheap (ext4
-            # flushes a file renamed over another one if it still has dirty data).
-            lock = self._lock_ref(pygit2.Oid(raw=commit.id))
+            # flushes a file renamed over another one if it still has dirty data,
+            # and a ring file keeps the old ref's data: vaultmem.refs).
+            self._lock_ref(commit.id)
             try:
                 durable.sync_filesystem(self.path)
             except OSError:
                 with contextlib.suppress(OSError):
-                    os.unlink(lock)
+                    self._main.unlock()
                 self._void_pending()
                 raise
             self._remove_retired_packs()
             try:
-                self._rename_ref(lock)
+                self._rename_ref()
             except OSError:
                 with contextlib.suppress(OSError):
-                    os.unlink(lock)
+                    self._main.unlock()
                 self._void_pending()
                 raise
             self._recent = {o.id: o.data for o in new}
@@ -445,7 +443,7 @@ class Vault:
         """The ref could not be moved, so the call fails: make sure the durable
         pending record cannot roll the change forward later."""
         try:
-            durable.void_pending(self.path)
+            self._lock.void_pending()
             durable.sync_filesystem(self.path)
         except OSError as err:
             raise VaultError(
@@ -703,8 +701,8 @@ class Vault:
     def policy(self) -> Policy:
         """The vault's stored policy (the defaults until an operator sets one).
         Raises IntegrityError if the stored policy fails its seal."""
-        ref = self.repo.references.get(policy_mod.POLICY_REF)
-        target = str(ref.target) if ref is not None else None
+        raw = refs_mod.lookup(self.repo, str(self.path), policy_mod.POLICY_REF)
+        target = raw.hex() if raw is not None else None
         cached = self._policy
         if cached is None or cached[0] != target:
             policy, _ = policy_mod.read_policy(self.repo, self.keyring)
