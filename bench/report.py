@@ -221,20 +221,31 @@ WRITES = """## What a write costs, and why
 
 A vaultmem mutation is one git commit that stock git can read after any
 crash. It writes one small pack (the file's new ciphertext, the changed trees
-and the commit), the pack's index (by rename), an in-place pending record and
-`refs/heads/main.lock`; one `syncfs()` makes them durable together; then the
-lock is renamed over `refs/heads/main`, which frees the old ref file's block.
-Every 16 commits small packs are merged, and the packs a merge replaced are
-removed after the next sync: about two more freed files a commit, paid by the
-calls that do it. The SDK writes one file and fsyncs it (plus, here, its
-folder), and for an edit renames it over the old one.
+and the commit) and the pack's index (by rename); it rewrites in place the
+pending record (inside the writer lock file) and one of three ref files,
+which it links as `refs/heads/main.lock`; one `syncfs()` makes all of it
+durable; then the lock is renamed over `refs/heads/main`. No file is freed
+on the way (docs/format.md, "The ref files"), and a large folder's tree is
+patched, not encoded again, when only ids in it change. Every 16 commits
+small packs are merged, and the packs a merge replaced are removed after the
+next sync: about two freed files a commit, paid by the calls that do it,
+which is what the p99 and mean columns carry. The SDK writes one file and
+fsyncs it (plus, here, its folder), and for an edit renames it over the old
+one; its delete and rename create no file.
 
-On ext4 a sync costs the same for one file or five, but each created file,
-and above all each freed one, adds to a call. That floor, a few file
-operations more than the SDK's per durable write, is what the write ratios
-show; reads cost no file operations at all (trees are decoded once and
-cached by id, sizes come from blob headers), which is why views are faster
-than the SDK's. The p99 and mean columns carry the merge calls.
+So a write creates two files where the SDK creates one or none, and on this
+machine creating a file is the cost that varies most. When the work folder's
+ext4 keeps no journal (see Machine), ext4 makes each new file skip every
+inode freed in the last 30 seconds, reading their inode blocks to check: the
+more files were deleted nearby, the more a create costs. Writes free about
+two files each, and on this machine creating a file took about 15 µs in a
+quiet folder but about 150 µs in a vault's pack folder after a few thousand
+writes, so the sections measured last show it most. A journaled ext4 skips
+that check. One
+sync, which flushes the folders' metadata too, plus those creates is the
+floor the write ratios show. Reads cost no file operations at all (trees are
+decoded once and cached by id, sizes come from blob headers), which is why
+views are faster than the SDK's.
 """
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(PROJECT / "bench"))
 
 import backends  # noqa: E402
 from backends import BODY, BenchError, DurableSDK, padding_edit  # noqa: E402
-from machine import mount_of  # noqa: E402
+from machine import ext4_journal, mount_of  # noqa: E402
 from measure import COMMANDS, make_call, percentile, run_sweep, summarize  # noqa: E402
 from report import evaluate_targets, shown  # noqa: E402
 
@@ -380,3 +380,14 @@ def test_mount_of_picks_the_longest_mount_point_holding_the_folder(tmp_path: Pat
         "xfs",
         "rw",
     )
+
+
+def test_ext4_journal_is_read_from_the_kernel_s_list_of_journals(tmp_path: Path) -> None:
+    jbd2 = tmp_path / "jbd2"
+    jbd2.mkdir()
+    assert ext4_journal("/dev/vda", "ext4", jbd2) == "none"
+    (jbd2 / "vda-8").mkdir()
+    assert ext4_journal("/dev/vda", "ext4", jbd2) == "yes"
+    assert ext4_journal("/dev/vdab", "ext4", jbd2) == "none"  # another device's name is not a prefix match
+    assert ext4_journal("/dev/vda", "xfs", jbd2) is None
+    assert ext4_journal("/dev/vda", "ext4", tmp_path / "missing").startswith("unknown")  # type: ignore[union-attr]
