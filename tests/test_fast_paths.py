@@ -335,3 +335,23 @@ def test_a_file_restored_over_a_folder_of_the_same_name_is_not_patched(vault: Va
     repo = pygit2.Repository(str(vault_path))
     canonical_trees(repo, repo.revparse_single("refs/heads/main").tree)
     git(vault_path, "fsck", "--strict")
+
+
+def test_recent_objects_keep_the_newest_within_their_size_limit() -> None:
+    recent = snapshot.RecentObjects(limit=10)
+    first = [objects.packed(objects.BLOB, b"aaaa"), objects.packed(objects.BLOB, b"bbbb")]
+    recent.add(first)
+    assert recent.get(first[0].id) == b"aaaa" and recent.get(first[1].id) == b"bbbb"
+    newer = objects.packed(objects.BLOB, b"cccc")
+    recent.add([newer, first[1]])  # one new object, one already held
+    assert recent.get(first[0].id) is None  # the oldest went: 12 bytes exceeded the limit of 10
+    assert recent.get(first[1].id) == b"bbbb" and recent.get(newer.id) == b"cccc"
+
+
+def test_a_file_renamed_long_after_it_was_written_is_read_from_git(vault: Vault, vault_path: Path, key: str) -> None:
+    """Past the recent objects, reads go to the packs (checked by libgit2)."""
+    tool = VaultMemoryTool(vault, actor="bot")
+    tool.call({"command": "create", "path": "/memories/old.txt", "file_text": "kept\n"})
+    vault._recent = snapshot.RecentObjects(limit=0)  # as if many writes came after it
+    tool.call({"command": "rename", "old_path": "/memories/old.txt", "new_path": "/memories/new.txt"})
+    assert Vault.open(vault_path, key=key).read("/memories/new.txt") == "kept\n"

@@ -200,6 +200,30 @@ class Snapshot:
                 out.append(Listed(child, "file", self.sizes.blob(self.read_raw, oid), level))
 
 
+class RecentObjects:
+    """The objects a vault wrote lately, by id, bounded by their total size:
+    reading what was just written (a view, an edit, a rename of a new file)
+    needs no lookup in git's packs.  An id always names the same bytes, so
+    nothing here goes stale; shared by threads like the other caches."""
+
+    def __init__(self, limit: int = 8 << 20) -> None:
+        self.limit = limit
+        self._objects: dict[bytes, bytes] = {}
+        self._size = 0
+
+    def get(self, oid: bytes) -> bytes | None:
+        return self._objects.get(oid)
+
+    def add(self, written: list[objects.PackedObject]) -> None:
+        for obj in written:
+            if obj.id not in self._objects:
+                self._objects[obj.id] = obj.data
+                self._size += len(obj.data)
+        while self._size > self.limit and self._objects:
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
+                self._size -= len(self._objects.pop(next(iter(self._objects))))
+
+
 class TreeCache:
     """Decoded tree entries by tree id, for the write path (bounded, shared)."""
 

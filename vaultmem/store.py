@@ -34,7 +34,7 @@ from .history import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_messag
 from .keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from .paths import MemoryPath
 from .policy import Policy
-from .snapshot import Layouts, SizeCache, Snapshot, TreeCache, TreeEditor
+from .snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor
 from .verify import Finding, Progress, VerifyReport, verify
 
 MAIN = refs_mod.MAIN
@@ -108,7 +108,7 @@ class Vault:
         self._sizes = SizeCache()
         self._trees = TreeCache()
         self._layouts = Layouts()
-        self._recent: dict[bytes, bytes] = {}
+        self._recent = RecentObjects()
         self._since_merge_check = 0
         self._retired: list[Path] = []
         self._lock = durable.WriterLock(path)
@@ -296,7 +296,7 @@ class Vault:
         return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit_id)
 
     def _read_raw(self, oid: bytes) -> bytes:
-        """An object's data: from the last commit this vault wrote, else git."""
+        """An object's data: from what this vault wrote lately, else git."""
         data = self._recent.get(oid)
         if data is None:
             try:
@@ -425,7 +425,7 @@ class Vault:
                     self._main.unlock()
                 self._void_pending()
                 raise
-            self._recent = {o.id: o.data for o in new}
+            self._recent.add(new)
             self.reads.note(_written(change), now, always=True)
             self._maybe_merge_packs()
             return Version(
