@@ -82,6 +82,23 @@ def lookup(repo: pygit2.Repository, gitdir: str, name: str) -> bytes | None:
     return target.raw if isinstance(target, pygit2.Oid) else None
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _usable_spare(path: str) -> bool:
+    """A ring file that may be rewritten in place: a plain 41-byte file linked nowhere else."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == len(_BLANK)
+
+
 class MainRef:
     """Moves ``main`` for one vault; every method runs under the writer lock."""
 
@@ -142,21 +159,17 @@ class MainRef:
         except OSError:
             return None
         here = (main.st_dev, main.st_ino)
-        for attempt in range(2):
-            if self._ring is None:
+        # The remembered ids first, then once more from the disk: another
+        # process may have restarted the ring.
+        for reload in (self._ring is None, True):
+            if reload:
                 self._ring = self._load_ring()
-                if self._ring is None:
-                    return None
+            if self._ring is None:
+                return None
             if here in self._ring:
                 k = self._ring.index(here)
-                try:
-                    named = os.lstat(self._ring_paths[k])
-                except OSError:
-                    named = None
-                if named is not None and (named.st_dev, named.st_ino) == here:
+                if _identity(self._ring_paths[k]) == here:
                     return k
-            if attempt == 0:
-                self._ring = None  # reload once: the ring may have been restarted by another process
         return None
 
     def _lock_from_ring(self, content: bytes) -> bool:
@@ -221,13 +234,8 @@ class MainRef:
             os.link(self.lock_path, self._new_path)
             os.rename(self._new_path, self._ring_paths[0])
             for path in self._ring_paths[1:]:
-                try:
-                    st = os.lstat(path)
-                    if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == len(_BLANK):
-                        continue
-                except FileNotFoundError:
-                    pass
-                self._put_blank(path)
+                if not _usable_spare(path):
+                    self._put_blank(path)
         except OSError as err:
             if err.errno in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
                 self._linkable = False
