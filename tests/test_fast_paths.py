@@ -14,7 +14,7 @@ import pygit2
 import pytest
 
 from tests.conftest import FakeClock
-from vaultmem import NotFoundError, Vault, VaultMemoryTool, objects, snapshot, store
+from vaultmem import NotFoundError, Vault, VaultMemoryTool, objects, snapshot, store, upkeep
 from vaultmem.history import _may_touch
 from vaultmem.paths import parse
 from vaultmem.verify import Verifier, VerifyReport
@@ -194,13 +194,16 @@ def test_merging_from_memory_writes_the_same_pack_as_merging_from_disk(tmp_path:
         repo = pygit2.init_repository(str(where), bare=True)
         objects_dir = Path(repo.path) / "objects"
         for i in range(5):
-            objects.write_pack(objects_dir, [objects.packed(objects.BLOB, b"blob %d\n" % i)])
+            pack = objects.build_pack([objects.packed(objects.BLOB, b"blob %d\n" % i)])
+            (objects_dir / "pack" / f"pack-{pack.name}.pack").write_bytes(pack.data)
+            (objects_dir / "pack" / f"pack-{pack.name}.idx").write_bytes(pack.idx)
+            objects.remember(pack)
             if forget:
                 objects._RECENT_PACKS.clear()
         packs = objects.list_packs(objects_dir)
-        assert len(objects.merge_packs(objects_dir, packs)) == 5
-        [merged] = [p for p in objects.list_packs(objects_dir) if p.pack not in {q.pack for q in packs}]
-        return merged.pack.read_bytes()
+        merged = objects.merge(packs)
+        assert merged is not None and len(merged[1]) == 5
+        return merged[0].data
 
     assert build(tmp_path / "memory", forget=False) == build(tmp_path / "disk", forget=True)
 
@@ -208,15 +211,17 @@ def test_merging_from_memory_writes_the_same_pack_as_merging_from_disk(tmp_path:
 def test_packs_over_the_merge_limit_are_left_as_they_are(
     vault: Vault, vault_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store, "MERGE_LIMIT", 40)
+    monkeypatch.setattr(upkeep, "MERGE_LIMIT", 40)
     tool = VaultMemoryTool(vault, actor="bot")
     for i in range(200):
         tool.call({"command": "create", "path": f"/memories/f{i}.txt", "file_text": "x\n"})
+    vault.close()  # waits for the upkeep after the last write
     counts = sorted(p.count for p in objects.list_packs(vault_path / "objects"))
     assert max(counts) > 40  # merges happened, some grew past the limit ...
     big = {p.pack for p in objects.list_packs(vault_path / "objects") if p.count > 40}
     for i in range(100):
         tool.call({"command": "create", "path": f"/memories/g{i}.txt", "file_text": "y\n"})
+    vault.close()
     after = {p.pack for p in objects.list_packs(vault_path / "objects")}
     assert big <= after  # ... and those were never merged again
     assert git(vault_path, "fsck", "--strict") == ""

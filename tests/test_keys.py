@@ -59,21 +59,22 @@ def test_wrong_key_fails_fast_at_open(used_vault: Vault, vault_path: Path) -> No
 
 
 def test_wrong_key_touches_nothing_in_the_vault(used_vault: Vault, vault_path: Path, key: str) -> None:
-    # Leave work an open would do with the right key (a ref move to roll
-    # forward, a dirty writer lock), so "before any work" is observable.
-    head = git(vault_path, "rev-parse", "main").strip()
+    # An operator moved main back, a writer died (its flag is set) and git
+    # holds main.lock: neither a wrong key nor the right one changes any file.
+    used_vault.close()  # its upkeep after the writes is done
+    head = git(vault_path, "rev-parse", "main~1").strip()
     git(vault_path, "update-ref", "refs/heads/main", "main~1")
     lock = vault_path / "vaultmem" / "lock"
-    lock.write_bytes(b"1" + lock.read_bytes()[1:])  # the flag of a writer that died; its record kept
+    lock.write_bytes(b"1" + lock.read_bytes()[1:])
     (vault_path / "refs" / "heads" / "main.lock").write_text("stale\n")
     before = folder_state(vault_path)
     with pytest.raises(WrongKeyError):
         Vault.open(vault_path, key=generate_key())
     assert folder_state(vault_path) == before
-    # The right key then does that work.
-    reopened = Vault.open(vault_path, key=key)
+    reopened = Vault.open(vault_path, key=key)  # a read never writes, and main stays where the operator put it
+    assert reopened.read("/memories/a.txt") == "hello\n"
     assert git(vault_path, "rev-parse", "main").strip() == head
-    assert reopened.read("/memories/a.txt") == "bye\n"
+    assert folder_state(vault_path) == before
 
 
 def test_passphrase_on_a_key_vault_is_a_clear_bad_key_error(used_vault: Vault, vault_path: Path) -> None:

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vaultmem import objects
+from vaultmem import durable, objects
+from vaultmem.commits import CommitPath
 from vaultmem.paths import is_git_reserved
 
 names = st.text(
@@ -50,10 +51,29 @@ def test_encode_commit_is_read_back_by_libgit2(repo: pygit2.Repository) -> None:
     commit = objects.packed(
         objects.COMMIT, objects.encode_commit(tree.id, [], b"bot <bot>", b"vaultmem <v@l>", 1_790_000_000, "m\n")
     )
-    objects.write_pack(Path(repo.path) / "objects", [tree, commit])
+    write_pack(Path(repo.path) / "objects", [tree, commit])
     read = repo[pygit2.Oid(raw=commit.id)]
     assert isinstance(read, pygit2.Commit)
     assert read.author.name == "bot" and read.commit_time == 1_790_000_000 and read.message == "m\n"
+
+
+def write_pack(objects_dir: Path, blobs: list[objects.PackedObject]) -> Path:
+    """A pack as the commit path installs it (state folder, then renamed in)."""
+    gitdir = objects_dir.parent
+    (gitdir / durable.STATE_DIR).mkdir(exist_ok=True)
+    pack = objects.build_pack(blobs)
+    CommitPath(gitdir, durable.WriterLock(gitdir))._install(pack)
+    objects.remember(pack)
+    return objects_dir / "pack" / f"pack-{pack.name}.pack"
+
+
+def merge_packs(objects_dir: Path, infos: list[objects.PackInfo]) -> list[objects.PackInfo]:
+    merged = objects.merge(infos)
+    if merged is None:
+        return []
+    gitdir = objects_dir.parent
+    CommitPath(gitdir, durable.WriterLock(gitdir)).install(merged[0], sync=True)
+    return merged[1]
 
 
 def _verify_pack(pack: Path) -> str:
@@ -65,12 +85,12 @@ def _verify_pack(pack: Path) -> str:
 def test_written_and_merged_packs_pass_git_verify_pack(repo: pygit2.Repository) -> None:
     objects_dir = Path(repo.path) / "objects"
     blobs = [[objects.packed(objects.BLOB, b"blob %d-%d" % (i, j)) for j in range(3)] for i in range(5)]
-    packs = [objects.write_pack(objects_dir, group) for group in blobs]
+    packs = [write_pack(objects_dir, group) for group in blobs]
     for pack in packs:
         _verify_pack(pack)
     infos = objects.list_packs(objects_dir)
     assert sorted(i.count for i in infos) == [3] * 5
-    assert objects.merge_packs(objects_dir, infos) == infos
+    assert merge_packs(objects_dir, infos) == infos
     for info in infos:
         objects.remove_pack(info.pack)
     [merged] = objects.list_packs(objects_dir)
@@ -84,9 +104,9 @@ def test_written_and_merged_packs_pass_git_verify_pack(repo: pygit2.Repository) 
 def test_writing_the_same_objects_again_keeps_the_stored_pack(repo: pygit2.Repository) -> None:
     objects_dir = Path(repo.path) / "objects"
     blobs = [objects.packed(objects.BLOB, b"same %d" % i) for i in range(3)]
-    first = objects.write_pack(objects_dir, blobs)
+    first = write_pack(objects_dir, blobs)
     before = first.stat()
-    assert objects.write_pack(objects_dir, blobs) == first
+    assert write_pack(objects_dir, blobs) == first
     after = first.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
     stored = sorted(p.name for p in (objects_dir / "pack").iterdir())
@@ -98,12 +118,12 @@ def test_a_pack_left_without_its_index_is_written_again(repo: pygit2.Repository)
     read that pack, so the same objects replace it whole."""
     objects_dir = Path(repo.path) / "objects"
     blobs = [objects.packed(objects.BLOB, b"retry %d" % i) for i in range(3)]
-    pack = objects.write_pack(objects_dir, blobs)
+    pack = write_pack(objects_dir, blobs)
     whole = pack.read_bytes()
     pack.with_suffix(".idx").unlink()
     pack.chmod(0o644)
     pack.write_bytes(whole[: len(whole) // 2])  # torn
-    assert objects.write_pack(objects_dir, blobs) == pack
+    assert write_pack(objects_dir, blobs) == pack
     assert pack.read_bytes() == whole
     _verify_pack(pack)
     for blob in blobs:
@@ -112,8 +132,8 @@ def test_a_pack_left_without_its_index_is_written_again(repo: pygit2.Repository)
 
 def test_list_packs_leaves_out_packs_with_keep_files(repo: pygit2.Repository) -> None:
     objects_dir = Path(repo.path) / "objects"
-    kept = objects.write_pack(objects_dir, [objects.packed(objects.BLOB, b"a")])
-    objects.write_pack(objects_dir, [objects.packed(objects.BLOB, b"b")])
+    kept = write_pack(objects_dir, [objects.packed(objects.BLOB, b"a")])
+    write_pack(objects_dir, [objects.packed(objects.BLOB, b"b")])
     kept.with_suffix(".keep").write_text("")
     assert [p.pack for p in objects.list_packs(objects_dir)] != [] and kept not in [
         p.pack for p in objects.list_packs(objects_dir)
@@ -138,6 +158,8 @@ def test_many_commits_keep_the_pack_count_small(tmp_path: Path) -> None:
     tool = VaultMemoryTool(vault, actor="a")
     for i in range(200):
         tool.call({"command": "create", "path": f"/memories/f{i}.txt", "file_text": f"{i}\n"})
+    vault.close()  # waits for the upkeep after the last write
+    tool.call({"command": "view", "path": "/memories"})
     assert len(objects.list_packs(tmp_path / "v" / "objects")) <= 40
     assert vault.verify().ok
     assert len(vault.history()) == 200
@@ -159,9 +181,9 @@ def test_merge_leaves_alone_a_pack_of_git_s_own_that_holds_deltas(tmp_path: Path
     objects_dir = work / ".git" / "objects"
     [git_pack] = objects.list_packs(objects_dir)
     assert "delta" in _verify_pack(git_pack.pack) or "chain length" in _verify_pack(git_pack.pack)
-    objects.write_pack(objects_dir, [objects.packed(objects.BLOB, b"a")])
-    objects.write_pack(objects_dir, [objects.packed(objects.BLOB, b"b")])
+    write_pack(objects_dir, [objects.packed(objects.BLOB, b"a")])
+    write_pack(objects_dir, [objects.packed(objects.BLOB, b"b")])
     ours = [p for p in objects.list_packs(objects_dir) if p.pack != git_pack.pack]
-    assert objects.merge_packs(objects_dir, [git_pack, *ours]) == ours
+    assert merge_packs(objects_dir, [git_pack, *ours]) == ours
     fsck = subprocess.run(["git", "-C", str(work), "fsck", "--strict"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr

@@ -1,18 +1,14 @@
-"""Crash safety for the write path: the writer lock, the pending-head record and
-the one filesystem sync each acknowledged mutation costs.
+"""The writer lock, the record of what its holder is about to take, and the
+file-system sync used for checkpoints.
 
-A mutation is made durable in this order (see docs/format.md):
-
-1. its new objects are written as one pack (no sync);
-2. the writer lock file records ``old head -> new head`` and the new object ids
-   after its first byte (one small in-place write to a file already open);
-3. one ``syncfs`` makes the objects and the record durable together;
-4. ``refs/heads/main`` is moved to the new head (no sync: if it is lost, the
-   pending record moves it again on the next open).
-
-So after a crash stock git sees the state before or after the call (the objects
-a ref points to are always already on disk), and vaultmem rolls an acknowledged
-change forward from the record.
+Writers serialise on ``vaultmem/lock`` (a mutex across threads, ``flock``
+across processes).  The file's first byte says whether its last holder
+finished; the bytes after it hold the holder's *intent*: the ref lock and the
+pack it is about to create, written before it creates them.  A writer that
+finds the previous holder died mid-write (first byte ``1``) removes exactly
+those files, and only if they are still what the intent names (the ref lock
+holding the intended id, the ``.keep`` linked to vaultmem's own marker):
+never a lock or temporary file of another program.  See :mod:`vaultmem.commits`.
 """
 
 from __future__ import annotations
@@ -30,13 +26,6 @@ from pathlib import Path
 from typing import cast
 
 STATE_DIR = "vaultmem"
-_GIT_LOCKS = (
-    "refs/heads/main.lock",
-    "refs/heads/vaultmem-keyring.lock",
-    "packed-refs.lock",
-    "HEAD.lock",
-    "config.lock",
-)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -82,7 +71,7 @@ class WriterLock:
         self._fd = -1
         self._pid = 0
         self._finalizer: weakref.finalize[[int], WriterLock] | None = None
-        self._legacy_cleared = False
+        self.on_dirty: Callable[[], None] | None = None  # clears what a dead holder left
 
     def _open(self) -> int:
         """The lock file, opened once per process (a forked child opens its own:
@@ -119,25 +108,21 @@ class WriterLock:
         with self._mutex:
             self._drop()
 
-    def write_pending(self, pending: Pending) -> None:
-        """Record a ref move about to be made durable (the lock must be held).
-        Written in place, never truncated: truncating (or renaming over) a
-        file makes ext4 flush it at once, and the record carries its own
-        checksum, so stale bytes after it are ignored."""
-        os.pwrite(self._fd, pending.encode() + b"end\n", 1)
-        if not self._legacy_cleared:  # the record of an earlier version: rolled forward at open
-            with contextlib.suppress(OSError):
-                _legacy_pending_path(self.gitdir).unlink()
-            self._legacy_cleared = True
+    def write_intent(self, intent: Intent) -> None:
+        """Record what the holder is about to create (the lock must be held).
+        Written in place, never truncated, and checksummed: stale bytes after
+        it are ignored.  Not synced: it matters only while this boot's page
+        cache does (a killed writer); after a power cut the journal decides."""
+        os.pwrite(self._fd, intent.encode() + b"end\n", 1)
 
-    def void_pending(self) -> None:
-        """Make the pending record unreadable (a failed call must not come back)."""
-        os.pwrite(self._fd, b"void\n", 1)
+    def read_intent(self) -> Intent | None:
+        """The intent of the last holder (the lock must be held)."""
+        return _decode_intent(os.pread(self._fd, 512, 1))
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[bool]:
-        """Hold the lock; yields True when the previous holder died mid-write
-        (after clearing what it left behind)."""
+    def hold(self) -> Iterator[None]:
+        """Hold the lock.  When the previous holder died mid-write, ``on_dirty``
+        clears what it left first; if that fails, the flag stays set for the next holder."""
         with self._mutex:
             fd = self._open()
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -146,93 +131,77 @@ class WriterLock:
                 fd = self._open()
                 fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                dirty = os.pread(fd, 1, 0) == b"1"
-                if dirty:
-                    clear_leftovers(self.gitdir)
-                os.pwrite(fd, b"1", 0)
+                if os.pread(fd, 1, 0) == b"1":
+                    if self.on_dirty is not None:
+                        self.on_dirty()
+                else:
+                    os.pwrite(fd, b"1", 0)
                 try:
-                    yield dirty
+                    yield
                 finally:
                     os.pwrite(fd, b"0", 0)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def clear_leftovers(gitdir: Path) -> None:
-    """Remove what a killed writer can leave: git lock files, temp objects and
-    a pack whose index was never written."""
-    for name in _GIT_LOCKS:
-        with contextlib.suppress(FileNotFoundError):
-            (gitdir / name).unlink()
-    with contextlib.suppress(FileNotFoundError):
-        (gitdir / STATE_DIR / "head-new").unlink()  # a ref ring file being put in place (vaultmem.refs)
-    objects = gitdir / "objects"
-    for leftover in objects.glob("tmp_object_git2_*"):
-        with contextlib.suppress(FileNotFoundError):
-            leftover.unlink()
-    for leftover in (objects / "pack").glob("tmp_*"):
-        with contextlib.suppress(FileNotFoundError):
-            leftover.unlink()
-    for pack in (objects / "pack").glob("pack-*.pack"):
-        if not pack.with_suffix(".idx").exists():  # written before its index; never visible to git
-            with contextlib.suppress(FileNotFoundError):
-                pack.unlink()
+@dataclass(frozen=True)
+class Intent:
+    """What a writer is about to create: ``<ref>.lock`` holding ``new``, and
+    ``pack-<pack>.keep`` (with the pack) in ``objects/pack``."""
+
+    ref: str
+    new: str
+    pack: str
+
+    def encode(self) -> bytes:
+        body = f"vaultmem-intent 1\nref {self.ref}\nnew {self.new}\npack {self.pack}\n".encode("ascii")
+        return body + b"crc %08x\n" % zlib.crc32(body)
+
+
+def _decode_intent(data: bytes) -> Intent | None:
+    record, sep, _ = data.partition(b"end\n")
+    body, _, tail = record.rpartition(b"crc ")
+    if not sep or not body or tail.strip() != b"%08x" % zlib.crc32(body):
+        return None
+    try:
+        lines = body.decode("ascii").split("\n")
+        if lines[0] != "vaultmem-intent 1":
+            return None
+        fields = dict(line.split(" ", 1) for line in lines[1:4])
+        return Intent(fields["ref"], fields["new"], fields["pack"])
+    except (UnicodeDecodeError, KeyError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
-class Pending:
-    """A ref move that was made durable but may not have reached the ref yet."""
+class LegacyPending:
+    """The pending record an earlier vaultmem kept (``vaultmem/pending``, or
+    after the lock file's first byte): read once, to finish a move a killed
+    writer of that version made durable."""
 
     ref: str
     old: str
     new: str
-    objects: tuple[str, ...]
 
-    def encode(self) -> bytes:
-        body = "vaultmem-pending 1\nref {}\nold {}\nnew {}\n{}".format(
-            self.ref, self.old, self.new, "".join(f"obj {o}\n" for o in self.objects)
-        ).encode("ascii")
-        return body + b"crc %08x\n" % zlib.crc32(body)
 
-    @classmethod
-    def decode(cls, data: bytes) -> Pending | None:
-        body, _, tail = data.rpartition(b"crc ")
+def read_legacy_pending(gitdir: Path) -> LegacyPending | None:
+    for path, skip in ((gitdir / STATE_DIR / "lock", 1), (gitdir / STATE_DIR / "pending", 0)):
         try:
-            if not body or tail.strip() != b"%08x" % zlib.crc32(body):
-                return None
-            lines = body.decode("ascii").splitlines()
-            if lines[0] != "vaultmem-pending 1":
-                return None
-            fields = [line.split(" ", 1) for line in lines[1:]]
-            ref, old, new = fields[0][1], fields[1][1], fields[2][1]
-            objects = tuple(value for key, value in fields[3:] if key == "obj")
-        except (UnicodeDecodeError, IndexError, ValueError):
-            return None
-        return cls(ref, old, new, objects)
+            data = path.read_bytes()[skip:]
+        except OSError:
+            continue
+        record, sep, _ = data.partition(b"end\n")
+        body, _, tail = (record if sep else data).rpartition(b"crc ")
+        if not body.startswith(b"vaultmem-pending 1\n") or tail.strip()[:8] != b"%08x" % zlib.crc32(body):
+            continue
+        try:
+            fields = dict(line.split(" ", 1) for line in body.decode("ascii").split("\n")[1:4])
+            return LegacyPending(fields["ref"], fields["old"], fields["new"])
+        except (UnicodeDecodeError, KeyError, ValueError):
+            continue
+    return None
 
 
-def pending_path(gitdir: Path) -> Path:
-    """The file holding the pending record: the writer lock file, after its first byte."""
-    return gitdir / STATE_DIR / "lock"
-
-
-def _legacy_pending_path(gitdir: Path) -> Path:
-    return gitdir / STATE_DIR / "pending"  # where earlier versions kept the record
-
-
-def _decode_record(data: bytes) -> Pending | None:
-    record, sep, _ = data.partition(b"end\n")
-    return Pending.decode(record) if sep else None
-
-
-def read_pending(gitdir: Path) -> Pending | None:
-    try:
-        found = _decode_record(pending_path(gitdir).read_bytes()[1:])
-    except FileNotFoundError:
-        found = None
-    if found is not None:
-        return found
-    try:  # a vault last written by an older vaultmem keeps its record in a file of its own
-        return _decode_record(_legacy_pending_path(gitdir).read_bytes())
-    except FileNotFoundError:
-        return None
+def remove_legacy_pending(gitdir: Path) -> None:
+    with contextlib.suppress(OSError):
+        (gitdir / STATE_DIR / "pending").unlink()

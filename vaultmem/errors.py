@@ -48,3 +48,11 @@ class NotAVaultError(VaultError):
 
 class IntegrityError(VaultError):
     """Stored data failed authentication: it was altered, moved or truncated."""
+
+
+class BusyError(VaultError):
+    """Another program (a git command) holds a lock vaultmem needs; nothing was changed."""
+
+
+class StorageError(VaultError):
+    """The disk refused a write (full, read-only, not permitted); nothing was changed."""

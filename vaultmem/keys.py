@@ -11,18 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pygit2
 
-from . import durable
+from . import objects
+from .commits import COMMITTER, CommitPath, Damaged, Draft, read_ref
 from .crypto import Keyring
 from .errors import ConflictError, NotAVaultError
 
 KEYRING_REF = "refs/heads/vaultmem-keyring"
 KEYRING_FILE = "keyring.json"
-COMMITTER = ("vaultmem", "vaultmem@localhost")
 
 
 @dataclass(frozen=True)
@@ -51,18 +50,17 @@ def keyring_blob(repo: pygit2.Repository, target: Any) -> bytes:
         raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
 
 
-def write_keyring(repo: pygit2.Repository, gitdir: Path, keyring: Keyring, message: str, now: int) -> None:
-    """Replace the keyring, durably: its objects are synced before the ref
-    points at them, and the ref is synced before the call returns (the data
-    keys are the only copy there is)."""
-    blob = repo.create_blob(keyring.to_bytes())
-    builder = repo.TreeBuilder()
-    builder.insert(KEYRING_FILE, blob, pygit2.enums.FileMode.BLOB)
-    sig = pygit2.Signature(*COMMITTER, now, 0)
-    commit = repo.create_commit(None, sig, sig, message + "\n", builder.write(), [])
-    durable.sync_filesystem(gitdir)
-    repo.references.create(KEYRING_REF, commit, force=True)
-    durable.sync_filesystem(gitdir)
+def write_keyring(commits: CommitPath, keyring: Keyring, message: str, now: int) -> None:
+    """Replace the keyring through the commit path, synced before returning
+    (the data keys are the only copy there is).  The caller holds the writer lock."""
+    blob = objects.packed(objects.BLOB, keyring.to_bytes())
+    tree = objects.packed(objects.TREE, objects.encode_tree({KEYRING_FILE.encode(): (objects.MODE_BLOB, blob.id)}))
+    try:
+        current = read_ref(commits.gitdir, KEYRING_REF)
+    except Damaged as err:
+        raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
+    draft = Draft(tree.id, [], COMMITTER, now, message + "\n")
+    commits.commit(KEYRING_REF, current, [blob, tree], draft, checkpoint=True)
 
 
 def check_unchanged(repo: pygit2.Repository, keyring: Keyring) -> None:

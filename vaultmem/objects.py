@@ -6,20 +6,21 @@ one loose file per object: two files per mutation instead of five or more, and
 nothing for stock git to do differently.  Small packs are merged geometrically
 (like ``git repack --geometric=2``) so their number stays logarithmic.
 
-Pure byte formats here; the only I/O is :func:`write_pack` and :func:`merge_packs`.
+Pure byte formats here; the only I/O is reading packs to merge and
+:func:`remove_pack`: :mod:`vaultmem.commits` installs what is built here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import itertools
 import os
 import re
 import struct
+import threading
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,65 +151,91 @@ def _build_idx(entries: Sequence[tuple[bytes, int, int]], pack_sum: bytes) -> by
     return body + hashlib.sha1(body).digest()
 
 
-def _write_new(path: str, data: bytes, exclusive: bool = False) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags, 0o444)
-    try:
-        if os.write(fd, data) != len(data):
-            raise OSError(errno.ENOSPC, "short write", path)
-    finally:
-        os.close(fd)
+@dataclass(frozen=True)
+class Pack:
+    """A pack and its index as bytes, with its entries ``(id, crc, raw entry)``."""
+
+    data: bytes
+    idx: bytes
+    whole: list[tuple[bytes, int, bytes]]
+
+    @property
+    def name(self) -> str:
+        return pack_name(self.data)
 
 
-def _install(pack_dir: Path, pack: bytes, idx: bytes, pack_sum: bytes) -> Path:
-    """Write ``pack`` and ``idx``, the index last and by rename: git only looks
-    at a pack once its index exists, so the pack can go straight to its name."""
-    stem = os.path.join(pack_dir, f"pack-{pack_sum.hex()}")
-    try:
-        _write_new(stem + ".pack", pack, exclusive=True)  # no lookup first: creating fails if it exists
-    except FileExistsError:
-        if os.path.exists(stem + ".idx"):
-            return Path(stem + ".pack")  # the very same objects are already stored
-        os.unlink(stem + ".pack")  # an earlier attempt's, never indexed, so never read
-        _write_new(stem + ".pack", pack, exclusive=True)
-    tmp = os.path.join(pack_dir, f"tmp_vaultmem_{os.getpid()}_idx")
-    _write_new(tmp, idx)
-    os.rename(tmp, stem + ".idx")
-    return Path(stem + ".pack")
+def _assemble(whole: Sequence[tuple[bytes, int, bytes]]) -> Pack:
+    entries: list[tuple[bytes, int, int]] = []
+    offset = 12
+    for oid, crc, raw in whole:
+        entries.append((oid, crc, offset))
+        offset += len(raw)
+    body = b"PACK" + struct.pack(">II", 2, len(whole)) + b"".join(raw for _, _, raw in whole)
+    pack_sum = hashlib.sha1(body).digest()
+    return Pack(body + pack_sum, _build_idx(entries, pack_sum), list(whole))
 
 
-# The entries of packs this process wrote lately, by path: merging them needs
-# no reads (a pack's name is its checksum, so a path always means these bytes).
+def build_pack(objects: Iterable[PackedObject]) -> Pack:
+    """A pack holding ``objects`` (each once)."""
+    whole = []
+    for obj in {o.id: o for o in objects}.values():
+        raw = _entry_header(obj.kind, len(obj.data)) + deflate_stored(obj.data)
+        whole.append((obj.id, zlib.crc32(raw), raw))
+    return _assemble(whole)
+
+
+def pack_name(pack: bytes) -> str:
+    return pack[-20:].hex()
+
+
+def _entries(pack: bytes) -> Iterator[tuple[int, int, int, bytes]]:
+    """``(kind, start, end, data)`` of each whole (non-delta) entry of ``pack``."""
+    if pack[:4] != b"PACK" or len(pack) < 32 or hashlib.sha1(pack[:-20]).digest() != pack[-20:]:
+        raise ValueError("not a whole pack")
+    (count,) = struct.unpack(">I", pack[8:12])
+    offset = 12
+    for _ in range(count):
+        start = offset
+        byte = pack[offset]
+        kind = (byte >> 4) & 7
+        offset += 1
+        while byte & 0x80:
+            byte = pack[offset]
+            offset += 1
+        if kind not in _TYPE_NAMES:
+            raise ValueError("a pack entry vaultmem did not write")
+        inflater = zlib.decompressobj()
+        data = inflater.decompress(pack[offset : len(pack) - 20])
+        if not inflater.eof:
+            raise ValueError("a truncated pack entry")
+        offset = len(pack) - 20 - len(inflater.unused_data)
+        yield kind, start, offset, data
+
+
+def unpack(pack: bytes) -> list[PackedObject]:
+    """The objects of a pack vaultmem wrote (checked against the pack's checksum)."""
+    return [packed(kind, data) for kind, _, _, data in _entries(pack)]
+
+
+def index_of(pack: bytes) -> bytes:
+    """The index of a pack vaultmem wrote, byte for byte as :func:`build_pack` made it."""
+    entries = [(object_id(kind, data), zlib.crc32(pack[start:end]), start) for kind, start, end, data in _entries(pack)]
+    return _build_idx(entries, pack[-20:])
+
+
+# The entries of packs this process wrote lately, by name: merging them needs
+# no reads (a pack's name is its checksum, so a name always means these bytes).
 _RECENT_PACKS: dict[str, list[tuple[bytes, int, bytes]]] = {}
 _RECENT_LIMIT = 256
+_RECENT_LOCK = threading.Lock()
 
 
-def _remember(pack: Path, whole: list[tuple[bytes, int, bytes]]) -> None:
-    if len(_RECENT_PACKS) >= _RECENT_LIMIT:
-        with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
+def remember(pack: Pack) -> None:
+    """Keep a pack's entries for a later merge."""
+    with _RECENT_LOCK:
+        if len(_RECENT_PACKS) >= _RECENT_LIMIT:
             _RECENT_PACKS.pop(next(iter(_RECENT_PACKS)))
-    _RECENT_PACKS[str(pack)] = whole
-
-
-def write_pack(objects_dir: Path, objects: Iterable[PackedObject]) -> Path:
-    """Store objects as one new pack; returns the ``.pack`` path."""
-    parts: list[bytes] = []
-    entries: list[tuple[bytes, int, int]] = []
-    whole: list[tuple[bytes, int, bytes]] = []
-    items = list({o.id: o for o in objects}.values())
-    offset = 12
-    for obj in items:
-        raw = _entry_header(obj.kind, len(obj.data)) + deflate_stored(obj.data)
-        crc = zlib.crc32(raw)
-        entries.append((obj.id, crc, offset))
-        whole.append((obj.id, crc, raw))
-        parts.append(raw)
-        offset += len(raw)
-    body = b"PACK" + struct.pack(">II", 2, len(items)) + b"".join(parts)
-    pack_sum = hashlib.sha1(body).digest()
-    pack = _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
-    _remember(pack, whole)
-    return pack
+        _RECENT_PACKS[pack.name] = pack.whole
 
 
 @dataclass(frozen=True)
@@ -237,6 +264,10 @@ def _read_idx(idx: bytes) -> list[tuple[bytes, int, int]]:
     return list(zip(ids, crcs, offsets, strict=True))
 
 
+def _name_of(pack: Path) -> str:
+    return pack.stem.removeprefix("pack-")
+
+
 def list_packs(objects_dir: Path) -> list[PackInfo]:
     """Packs that only vaultmem-style files belong to (no .keep, .bitmap, ...)."""
     pack_dir = objects_dir / "pack"
@@ -251,7 +282,7 @@ def list_packs(objects_dir: Path) -> list[PackInfo]:
         if extras or stem + ".idx" not in names or stem + ".pack" not in names:
             continue
         pack = pack_dir / (stem + ".pack")
-        known = _RECENT_PACKS.get(str(pack))
+        known = _RECENT_PACKS.get(_name_of(pack))
         if known is not None:
             count = len(known)
         else:
@@ -279,8 +310,8 @@ def _whole_entries(info: PackInfo) -> list[tuple[bytes, int, bytes]] | None:
     """``(id, crc, raw entry)`` in pack order, or None when the pack holds a
     delta (git's own packs may): a delta's base offset is relative, so such a
     pack is left as it is rather than copied entry by entry."""
-    known = _RECENT_PACKS.get(str(info.pack))
-    if known is not None and info.pack.with_suffix(".idx").exists():
+    known = _RECENT_PACKS.get(_name_of(info.pack))
+    if known is not None:
         return known
     data = info.pack.read_bytes()
     by_offset = sorted(_read_idx(info.pack.with_suffix(".idx").read_bytes()), key=lambda e: e[2])
@@ -293,36 +324,32 @@ def _whole_entries(info: PackInfo) -> list[tuple[bytes, int, bytes]] | None:
     return out
 
 
-def merge_packs(objects_dir: Path, packs: Sequence[PackInfo]) -> list[PackInfo]:
-    """Copy the entries of ``packs`` (unchanged, no recompression) into one new
-    pack and return the packs it replaces; packs holding deltas are skipped, and
-    nothing is written unless at least two packs can be merged.  The old packs
-    are left in place: the caller removes them once the new one is durable."""
+def merge(packs: Sequence[PackInfo]) -> tuple[Pack, list[PackInfo]] | None:
+    """One pack holding the entries of ``packs`` (copied unchanged, no
+    recompression) and the packs it replaces; packs holding deltas are
+    skipped, and None unless at least two packs can be merged.  Reads only:
+    the caller installs the new pack and removes the old ones once it is durable."""
     merged: list[PackInfo] = []
-    parts: list[bytes] = []
-    entries: list[tuple[bytes, int, int]] = []
-    offset = 12
+    whole: list[tuple[bytes, int, bytes]] = []
     seen: set[bytes] = set()
     for info in packs:
-        whole = _whole_entries(info)
-        if whole is None:
+        entries = _whole_entries(info)
+        if entries is None:
             continue
         merged.append(info)
-        for oid, crc, raw in whole:
-            if oid in seen:
-                continue
-            seen.add(oid)
-            entries.append((oid, crc, offset))
-            parts.append(raw)
-            offset += len(raw)
+        for entry in entries:
+            if entry[0] not in seen:
+                seen.add(entry[0])
+                whole.append(entry)
     if len(merged) < 2:
-        return []
-    body = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
-    pack_sum = hashlib.sha1(body).digest()
-    _install(objects_dir / "pack", body + pack_sum, _build_idx(entries, pack_sum), pack_sum)
-    for info in merged:
-        _RECENT_PACKS.pop(str(info.pack), None)
-    return merged
+        return None
+    return _assemble(whole), merged
+
+
+def forget(packs: Sequence[PackInfo]) -> None:
+    with _RECENT_LOCK:
+        for info in packs:
+            _RECENT_PACKS.pop(_name_of(info.pack), None)
 
 
 def remove_pack(pack: Path) -> None:

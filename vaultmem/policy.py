@@ -31,12 +31,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pygit2
 
-from . import durable, objects
+from . import objects
+from .commits import CommitPath, Damaged, Draft, read_ref
 from .crypto import Keyring
 from .errors import IntegrityError, VaultError
 from .history import SEAL_HEADER, parse_trailers, split_seal
@@ -46,7 +46,6 @@ POLICY_REF = "refs/heads/vaultmem-policy"
 POLICY_FILE = "policy.json"
 SECRET_MODES = ("off", "redact", "refuse")
 DEFAULT_MAX_FILE_BYTES = 102_400
-COMMITTER = (b"vaultmem", b"vaultmem@localhost")
 
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)?\s*", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -235,8 +234,7 @@ def history(repo: pygit2.Repository, keyring: Keyring, limit: int | None = None)
 
 
 def write_policy(
-    repo: pygit2.Repository,
-    gitdir: Path,
+    commits: CommitPath,
     keyring: Keyring,
     policy: Policy,
     changed: list[str],
@@ -244,11 +242,12 @@ def write_policy(
     session: str | None,
     now: int,
 ) -> str:
-    """One sealed commit of ``policy.json`` on the policy branch, durably (its
-    objects are synced before the ref moves, the ref before returning).  The
-    caller holds the vault's writer lock."""
-    previous = _target(repo)
-    parents = [previous.raw] if previous is not None else []
+    """One sealed commit of ``policy.json`` on the policy branch, through the
+    commit path, synced before returning.  The caller holds the writer lock."""
+    try:
+        previous = read_ref(commits.gitdir, POLICY_REF)
+    except Damaged as err:
+        raise IntegrityError("Error: the vault's policy branch is not a plain ref; run `vaultmem verify`.") from err
     blob = objects.packed(objects.BLOB, policy.to_bytes())
     tree = objects.packed(objects.TREE, objects.encode_tree({POLICY_FILE.encode(): (objects.MODE_BLOB, blob.id)}))
     summary = ", ".join(f"{name}={show_value(policy.to_dict()[name])}" for name in changed)
@@ -261,11 +260,10 @@ def write_policy(
         lines.append(f"Vaultmem-Session: {session}")
     message = f"policy: {summary}"[:200] + "\n\n" + "\n".join(lines) + "\n"
     ident = actor.encode("utf-8")
-    who = (tree.id, parents, ident + b" <" + ident + b">", COMMITTER[0] + b" <" + COMMITTER[1] + b">", now, message)
-    seal = keyring.seal_commit(objects.encode_commit(*who))
-    commit = objects.packed(objects.COMMIT, objects.encode_commit(*who, extra=[(SEAL_HEADER, seal)]))
-    objects.write_pack(gitdir / "objects", [blob, tree, commit])
-    durable.sync_filesystem(gitdir)
-    repo.references.create(POLICY_REF, pygit2.Oid(raw=commit.id), force=True)
-    durable.sync_filesystem(gitdir)
+    draft = Draft(tree.id, [previous] if previous is not None else [], ident + b" <" + ident + b">", now, message)
+
+    def seal(plain: bytes) -> list[tuple[bytes, bytes]]:
+        return [(SEAL_HEADER, keyring.seal_commit(plain))]
+
+    commit = commits.commit(POLICY_REF, previous, [blob, tree], draft, seal, checkpoint=True)
     return commit.id.hex()

@@ -7,8 +7,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -19,7 +22,7 @@ import pygit2
 
 from . import durable, expiry, keys, objects, paths, transfer
 from . import policy as policy_mod
-from . import refs as refs_mod
+from .commits import CommitPath, Damaged, Draft, RefMoved, read_ref, replay
 from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
 from .diff import FileChange, changes, unified
 from .errors import (
@@ -35,15 +38,12 @@ from .keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from .paths import MemoryPath
 from .policy import Policy
 from .snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor
+from .upkeep import Upkeep
 from .verify import Finding, Progress, VerifyReport, verify
 
-MAIN = refs_mod.MAIN
-MERGE_EVERY = 16  # commits between checks, and the number of packs that makes a merge worth it
-# Packs of more objects than this are no longer merged: a merge copies its
-# packs inside a tool call, and copying more would stall that call.  A vault
-# gains such a pack about every 3,000 commits (five objects a commit).
-MERGE_LIMIT = 16_384
-COMMITTER = ("vaultmem", "vaultmem@localhost")
+MAIN = "refs/heads/main"
+ATTEMPTS = 3  # builds of one change when another program keeps moving main
+DAMAGED = b"damaged"  # what a loose ref file that holds no id reads as here
 Clock = Callable[[], float]
 
 _SIGNATURE_BAD = set("<>\n\r\0")
@@ -109,19 +109,24 @@ class Vault:
         self._trees = TreeCache()
         self._layouts = Layouts()
         self._recent = RecentObjects()
-        self._since_merge_check = 0
-        self._retired: list[Path] = []
         self._lock = durable.WriterLock(path)
-        self._main = refs_mod.MainRef(path)
-        self._objects_dir = path / "objects"
+        self._commits = CommitPath(path, self._lock)
+        self._upkeep = Upkeep(path, self._lock, self._commits)
+        # After a power cut, until a writer repairs git's files: main as the
+        # journal says it is, if main on disk is still what it was (see _load_overlay).
+        self._overlay: tuple[bytes | None, bytes] | None = None
+        self._alternate: str | None = None  # the journal's packs, in that case (outside the vault)
         self._policy: tuple[str | None, Policy] | None = None
         self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
         self._chain_lock = threading.Lock()
         self.reads = expiry.ReadLog(path)
 
     def close(self) -> None:
-        """Release the lock file's descriptor (reopened if the vault is used again)."""
+        """Finish pending upkeep and release the vault's file descriptors
+        (reopened if the vault is used again)."""
+        self._upkeep.stop()
         self._lock.close()
+        self._commits.close()
 
     def __enter__(self) -> Vault:
         return self
@@ -190,9 +195,11 @@ class Vault:
         repo.config["vaultmem.format"] = "1"
         (folder / durable.STATE_DIR).mkdir(mode=0o700)
         keyring = Keyring.create(user_key, protector, now)
-        write_keyring(repo, folder, keyring, "vaultmem: create keyring", now)
+        vault = cls(folder, keyring, clock)
         durable.sync_filesystem(folder)
-        return cls(folder, keyring, clock)
+        with vault._lock.hold():
+            write_keyring(vault._commits, keyring, "vaultmem: create keyring", now)
+        return vault
 
     @classmethod
     def open(
@@ -219,7 +226,7 @@ class Vault:
         doc = Keyring.parse(keyring_blob(repo, ref.target))
         user_key = cls._user_key(key, key_file, passphrase, doc.get("protector"))
         vault = cls(folder, Keyring.unlock(doc, user_key), clock)
-        vault._roll_forward()
+        vault._load_overlay()
         return vault
 
     # -- plumbing ------------------------------------------------------------
@@ -229,62 +236,61 @@ class Vault:
         """This thread's repository handle (libgit2 handles are not shared)."""
         repo: pygit2.Repository | None = getattr(self._local, "repo", None)
         if repo is None:
-            repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
-            self._local.repo = repo
+            repo = self._local.repo = self._handle()
         return repo
 
     def _head(self) -> pygit2.Oid | None:
-        raw = self._main.read()  # the loose ref file, read directly: a few microseconds
-        if raw is not None:
-            return pygit2.Oid(raw=raw)
-        ref = self.repo.references.get(MAIN)  # packed, symbolic or damaged: libgit2 decides
-        return ref.target if ref is not None else None  # type: ignore[return-value]
+        try:
+            raw: bytes | None = read_ref(self.path, MAIN)  # the loose ref file, read directly: microseconds
+        except Damaged:
+            raw = DAMAGED
+        overlay = self._overlay
+        if overlay is not None:
+            if overlay[0] == raw:
+                return pygit2.Oid(raw=overlay[1])
+            self._overlay = None  # a writer has repaired main (or moved it): the disk is right again
+        if raw == DAMAGED:
+            ref = self.repo.references.get(MAIN)  # a symbolic ref, or damage: libgit2 decides
+            return ref.resolve().target if ref is not None else None  # type: ignore[return-value]
+        return pygit2.Oid(raw=raw) if raw is not None else None
 
-    def _roll_forward(self) -> None:
-        """Finish a ref move that was made durable but did not reach the ref."""
-        pending = durable.read_pending(self.path)
-        if pending is None or not self._needs_roll_forward(pending):
+    def _load_overlay(self) -> None:
+        """After a power cut, the journal may hold acknowledged moves that did
+        not reach git's files.  Until the next write repairs them, this
+        instance reads through them: their packs in a private folder outside
+        the vault (a git alternate of this process's handles only), and main
+        as replayed.  Reads only: opening a vault never writes to it."""
+        try:
+            moves = [m for m in self._commits.journal.pending() if m.epoch != self._commits.epoch]
+        except OSError:
             return
-        with self._lock.hold():
-            self._roll_forward_locked()  # re-read: a live writer may have finished meanwhile
+        if not moves:
+            return
+        target = replay(self.path, moves).get(MAIN)
+        folder = tempfile.mkdtemp(prefix="vaultmem-journal-")
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        os.mkdir(os.path.join(folder, "pack"))
+        for move in moves:
+            if move.pack:
+                with contextlib.suppress(ValueError):
+                    name = objects.pack_name(move.pack)
+                    with open(os.path.join(folder, "pack", f"pack-{name}.pack"), "wb") as fh:
+                        fh.write(move.pack)
+                    with open(os.path.join(folder, "pack", f"pack-{name}.idx"), "wb") as fh:
+                        fh.write(objects.index_of(move.pack))
+        self._alternate = folder
+        if target is not None:
+            try:
+                disk: bytes | None = read_ref(self.path, MAIN)
+            except Damaged:
+                disk = DAMAGED
+            self._overlay = (disk, target)
 
-    def _needs_roll_forward(self, pending: durable.Pending) -> bool:
-        if pending.ref != MAIN:
-            return False
-        head = self._head()
-        current = str(head) if head is not None else "0" * 40
-        return current == pending.old and current != pending.new
-
-    def _apply_pending(self, pending: durable.Pending) -> None:
-        odb = self.repo.odb
-        try:
-            for oid in pending.objects:
-                odb.read(oid)  # libgit2 checks the hash of what it reads
-        except (KeyError, pygit2.GitError, ValueError):
-            return  # the change never became durable, so it was never acknowledged
-        durable.sync_filesystem(self.path)  # a killed writer may not have reached its sync
-        self._set_ref(pygit2.Oid(hex=pending.new))
-
-    def _set_ref(self, target: pygit2.Oid) -> None:
-        """Move ``main`` the way git does (lock file, then rename), without the
-        object lookups libgit2 would make first."""
-        self._lock_ref(target.raw, plain=True)
-        self._rename_ref()
-
-    def _lock_ref(self, target: bytes, plain: bool = False) -> None:
-        """Write ``main.lock`` holding ``target`` (see vaultmem.refs); git
-        refuses to move ``main`` while it exists.  ``plain`` keeps the ring of
-        ref files out of it (a move with no sync of its own before the next)."""
-        take = self._main.lock_plain if plain else self._main.lock
-        try:
-            take(target)
-        except FileExistsError:
-            durable.clear_leftovers(self.path)  # a killed writer's main.lock; we hold the writer lock
-            take(target)
-
-    def _rename_ref(self) -> None:
-        """Rename ``main.lock`` over ``main``."""
-        self._main.commit()
+    def _handle(self) -> pygit2.Repository:
+        repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        if self._alternate is not None:
+            repo.odb.add_disk_alternate(self._alternate)
+        return repo
 
     def snapshot(self, at: str | datetime | None = None) -> Snapshot:
         """A consistent read-only view of the memory, now or at a version."""
@@ -362,6 +368,9 @@ class Vault:
 
     # -- writing -------------------------------------------------------------
 
+    def _seal(self, plain: bytes) -> list[tuple[bytes, bytes]]:
+        return [(SEAL_HEADER, self.keyring.seal_commit(plain))]
+
     def mutate(
         self,
         build: Callable[[Snapshot], Change],
@@ -380,111 +389,49 @@ class Vault:
         """
         _check_label("actor", actor)
         _check_label("session", session, optional=True)
-        with self._lock.hold() as dirty:
-            if dirty:  # a writer died mid-write: finish its ref move if it was durable
-                self._roll_forward_locked()
-            snap = self.snapshot()
-            change = build(snap)
-            now = int(self.clock())
-            old_root = snap.memories_id
-            editor = TreeEditor(self._read_raw, self._trees, old_root, self._layouts)
-            self._stage(snap, editor, change, now)
-            memories = editor.write()
-            if skip_if_unchanged and memories == old_root:
-                return None
-            root = objects.packed(
-                objects.TREE, objects.encode_tree({b"memories": (objects.MODE_TREE, memories)} if memories else {})
-            )
-            parents = [snap.commit_id] if snap.commit_id is not None else []
-            message = format_message(change.command, change.paths, actor, session, change.trailers)
-            who = (root.id, parents, _ident(actor, actor), _ident(*COMMITTER), now, message)
-            seal = self.keyring.seal_commit(objects.encode_commit(*who))
-            commit = objects.packed(objects.COMMIT, objects.encode_commit(*who, extra=[(SEAL_HEADER, seal)]))
-            new = [*editor.new, root, commit]
-            objects.write_pack(self._objects_dir, new)
-            old = snap.id or "0" * 40
-            pending = durable.Pending(MAIN, old, commit.id.hex(), tuple(o.id.hex() for o in new))
-            self._lock.write_pending(pending)
-            # The ref's lock file is written before the sync, so the sync makes
-            # its content durable too and the rename after it is cheap (ext4
-            # flushes a file renamed over another one if it still has dirty data,
-            # and a ring file keeps the old ref's data: vaultmem.refs).
-            self._lock_ref(commit.id)
-            try:
-                durable.sync_filesystem(self.path)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    self._main.unlock()
-                self._void_pending()
-                raise
-            self._remove_retired_packs()
-            try:
-                self._rename_ref()
-            except OSError:
-                with contextlib.suppress(OSError):
-                    self._main.unlock()
-                self._void_pending()
-                raise
-            self._recent.add(new)
+        with self._lock.hold():
+            self._commits.recover()
+            self._upkeep.remove_redundant()
+            for attempt in range(ATTEMPTS):
+                snap = self.snapshot()
+                change = build(snap)
+                now = int(self.clock())
+                old_root = snap.memories_id
+                editor = TreeEditor(self._read_raw, self._trees, old_root, self._layouts)
+                self._stage(snap, editor, change, now)
+                memories = editor.write()
+                if skip_if_unchanged and memories == old_root:
+                    return None
+                root = objects.packed(
+                    objects.TREE,
+                    objects.encode_tree({b"memories": (objects.MODE_TREE, memories)} if memories else {}),
+                )
+                message = format_message(change.command, change.paths, actor, session, change.trailers)
+                parents = [snap.commit_id] if snap.commit_id is not None else []
+                draft = Draft(root.id, parents, _ident(actor, actor), now, message)
+                try:
+                    commit = self._commits.commit(MAIN, snap.commit_id, [*editor.new, root], draft, self._seal)
+                except RefMoved:
+                    if attempt + 1 == ATTEMPTS:
+                        raise ConflictError(
+                            "Error: another program keeps moving the vault's main branch; nothing was changed. "
+                            "Try again when it has finished."
+                        ) from None
+                    continue
+                break
+            self._recent.add([*editor.new, root, commit])
             self.reads.note(_written(change), now, always=True)
-            self._maybe_merge_packs()
-            return Version(
-                id=commit.id.hex(),
-                time=datetime.fromtimestamp(now, tz=timezone.utc),
-                actor=actor,
-                session=session,
-                command=change.command,
-                paths=tuple(p.text for p in change.paths),
-                message=message,
-                restored_from=next((v for k, v in change.trailers if k == RESTORED_FROM), None),
-            )
-
-    def _void_pending(self) -> None:
-        """The ref could not be moved, so the call fails: make sure the durable
-        pending record cannot roll the change forward later."""
-        try:
-            self._lock.void_pending()
-            durable.sync_filesystem(self.path)
-        except OSError as err:
-            raise VaultError(
-                "Error: the storage failed while finishing the change; it may be completed the next time "
-                "the vault is opened (check with history())."
-            ) from err
-
-    def _maybe_merge_packs(self) -> None:
-        """Keep the number of small packs logarithmic.
-
-        Checked every ``MERGE_EVERY`` commits, after the commit is acknowledged,
-        so it is housekeeping only: a failure here leaves the packs as they are.
-        The merged pack is written without a sync of its own: the packs it
-        replaces are removed only after the next commit's sync made it durable.
-        """
-        self._since_merge_check += 1
-        if self._since_merge_check < MERGE_EVERY:
-            return
-        self._since_merge_check = 0
-        objects_dir = self.path / "objects"
-        with contextlib.suppress(OSError, ValueError):
-            packs = [
-                p for p in objects.list_packs(objects_dir) if p.pack not in self._retired and p.count <= MERGE_LIMIT
-            ]
-            if len(packs) >= MERGE_EVERY:
-                victims = objects.geometric_rollup(packs)
-                if victims:
-                    self._retired.extend(info.pack for info in objects.merge_packs(objects_dir, victims))
-
-    def _remove_retired_packs(self) -> None:
-        """Called right after a sync: what replaced these packs is durable now.
-        Best effort: a pack that stays is only a duplicate."""
-        with contextlib.suppress(OSError):
-            for pack in self._retired:
-                objects.remove_pack(pack)
-        self._retired.clear()
-
-    def _roll_forward_locked(self) -> None:
-        pending = durable.read_pending(self.path)
-        if pending is not None and self._needs_roll_forward(pending):
-            self._apply_pending(pending)
+        self._upkeep.poke()
+        return Version(
+            id=commit.id.hex(),
+            time=datetime.fromtimestamp(now, tz=timezone.utc),
+            actor=actor,
+            session=session,
+            command=change.command,
+            paths=tuple(p.text for p in change.paths),
+            message=message,
+            restored_from=next((v for k, v in change.trailers if k == RESTORED_FROM), None),
+        )
 
     def _stage(self, snap: Snapshot, editor: TreeEditor, change: Change, now: int) -> None:
         for target, entry in change.restores:
@@ -664,7 +611,7 @@ class Vault:
                 doc = None
         # Its own repository handle: libgit2 caches the trees and commits it
         # reads (up to 256 MB), and this one is dropped when verify returns.
-        repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        repo = self._handle()
         try:
             report = verify(repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
         finally:
@@ -701,8 +648,11 @@ class Vault:
     def policy(self) -> Policy:
         """The vault's stored policy (the defaults until an operator sets one).
         Raises IntegrityError if the stored policy fails its seal."""
-        raw = refs_mod.lookup(self.repo, str(self.path), policy_mod.POLICY_REF)
-        target = raw.hex() if raw is not None else None
+        try:
+            raw = read_ref(self.path, policy_mod.POLICY_REF)
+            target = raw.hex() if raw is not None else None
+        except Damaged:
+            target = "damaged"
         cached = self._policy
         if cached is None or cached[0] != target:
             policy, _ = policy_mod.read_policy(self.repo, self.keyring)
@@ -742,7 +692,8 @@ class Vault:
             changed = new.changed_fields(current) if current is not None else list(new.to_dict())
             if changed:
                 now = int(self.clock())
-                policy_mod.write_policy(self.repo, self.path, self.keyring, new, changed, actor, session, now)
+                self._commits.recover()
+                policy_mod.write_policy(self._commits, self.keyring, new, changed, actor, session, now)
             return new
 
     def policy_history(self, limit: int | None = None) -> list[policy_mod.PolicyVersion]:
@@ -774,10 +725,11 @@ class Vault:
         else:
             new_key = self._user_key(key, key_file, None, None)
         with self._lock.hold():
+            self._commits.recover()
             keys.check_unchanged(self.repo, self.keyring)
             now = int(self.clock())
             self.keyring.rewrap(new_key, protector, now)
-            write_keyring(self.repo, self.path, self.keyring, "vaultmem: change the user key", now)
+            write_keyring(self._commits, self.keyring, "vaultmem: change the user key", now)
 
     def rotate_key(
         self, *, reencrypt: bool = False, actor: str = "vaultmem", progress: Progress | None = None
@@ -786,10 +738,11 @@ class Vault:
         history.  With ``reencrypt``, one more commit ("rekey") re-encrypts every
         current file under the new key."""
         with self._lock.hold():
+            self._commits.recover()
             keys.check_unchanged(self.repo, self.keyring)
             now = int(self.clock())
             new = self.keyring.add_data_key(now)
-            write_keyring(self.repo, self.path, self.keyring, "vaultmem: start a new data key", now)
+            write_keyring(self._commits, self.keyring, "vaultmem: start a new data key", now)
         if reencrypt:
             self.mutate(lambda snap: self._reencrypt(snap, progress), actor=actor, skip_if_unchanged=True)
         return next(info for info in self.keys() if info.id == new.id)

@@ -1,0 +1,562 @@
+"""The one commit path: every ref vaultmem moves (``main``, the policy
+branch, the keyring branch) moves here, following git's own protocols.
+
+A write, under vaultmem's writer lock:
+
+1. ``locked``: the commit is built and sealed; the writer lock records the
+   intent (the ref lock and pack about to be created).
+2. ``ref-locked``: ``<ref>.lock`` is created exclusively, as git does; a
+   lock held by another program (a git command) is waited for, up to
+   ``LOCK_WAIT`` seconds, and never removed.  The ref is re-read under it:
+   if someone else moved it, nothing is written and the caller rebuilds.
+3. ``kept``: ``pack-<name>.keep`` protects the new pack from ``git repack``
+   and ``git gc`` until a ref reaches it, as git's receive-pack does.  It is
+   a hard link to ``vaultmem/keep``, which is how a later writer knows it
+   is vaultmem's.
+4. ``packed`` / ``indexed``: the pack and its index are written under
+   temporary names in vaultmem's state folder (where ``git prune`` does not
+   look) and renamed into ``objects/pack``, the index last.
+5. ``journaled`` / ``durable``: the move and the whole pack are appended to
+   the journal, which is synced (:mod:`vaultmem.journal`): from here on the
+   write survives a power cut.
+6. ``moved``: the ref lock is renamed over the ref; ``unkept``: the keep goes.
+
+Git's files get no sync of their own: the page cache is what every reader
+sees while the machine runs, and after a power cut (a new *epoch*) the first
+writer rebuilds from the journal whatever did not reach the disk.  A
+checkpoint (one ``syncfs``, in the background) makes them durable and lets
+the journal forget the records it covers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import durable, objects
+from .errors import BusyError, IntegrityError, StorageError, VaultError
+from .journal import Journal, JournalFullError, Move, epoch
+
+LOCK_WAIT = 2.0  # seconds to wait for another program's ref lock
+COMMITTER = b"vaultmem <vaultmem@localhost>"
+ZERO = b"\0" * 20
+STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-locked", "moved", "unkept")
+KEEP_MARKER = "keep"
+_HEX = frozenset(b"0123456789abcdef")
+
+on_step: Callable[[str], None] | None = None  # tests run stock git at a named step
+
+
+def _step(name: str) -> None:
+    if on_step is not None:
+        on_step(name)
+
+
+class RefMoved(VaultError):
+    """The ref is not where the change was built on (someone else moved it)."""
+
+
+class Damaged(Exception):
+    """A ref file that holds no id."""
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A commit to make: its tree, parents, author and message.  The commit
+    path adds the committer, the time and the headers (the seal, and later a
+    signature) through ``headers``."""
+
+    tree: bytes
+    parents: Sequence[bytes]
+    author: bytes
+    when: int
+    message: str
+
+
+Headers = Callable[[bytes], list[tuple[bytes, bytes]]]
+
+
+def encode(draft: Draft, headers: Headers | None) -> objects.PackedObject:
+    """The commit object: ``headers`` get the bytes without them (what a seal covers)."""
+    plain = objects.encode_commit(draft.tree, draft.parents, draft.author, COMMITTER, draft.when, draft.message)
+    extra = headers(plain) if headers is not None else []
+    if not extra:
+        return objects.packed(objects.COMMIT, plain)
+    body = objects.encode_commit(
+        draft.tree, draft.parents, draft.author, COMMITTER, draft.when, draft.message, extra=extra
+    )
+    return objects.packed(objects.COMMIT, body)
+
+
+# -- refs on disk -------------------------------------------------------------
+
+
+def read_loose(path: str) -> bytes | None:
+    """The id a loose ref file holds (20 bytes); None when there is no such
+    file; raises Damaged when it holds anything else (symbolic refs included)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError as err:
+        raise Damaged(path) from err
+    try:
+        data = os.read(fd, 64)
+    finally:
+        os.close(fd)
+    if len(data) != 41 or data[40:] != b"\n" or not _HEX.issuperset(data[:40]):
+        raise Damaged(path)
+    return bytes.fromhex(data[:40].decode("ascii"))
+
+
+def read_packed(gitdir: Path, ref: str) -> bytes | None:
+    try:
+        text = (gitdir / "packed-refs").read_bytes()
+    except FileNotFoundError:
+        return None
+    want = b" " + ref.encode("ascii")
+    for line in text.split(b"\n"):
+        if line.endswith(want) and len(line) == 40 + len(want) and _HEX.issuperset(line[:40]):
+            return bytes.fromhex(line[:40].decode("ascii"))
+    return None
+
+
+def read_ref(gitdir: Path, ref: str) -> bytes | None:
+    """The id ``ref`` holds (loose file first, then ``packed-refs``), None if
+    there is no such ref; raises Damaged for a loose file that holds no id."""
+    raw = read_loose(os.path.join(gitdir, ref))
+    return raw if raw is not None else read_packed(gitdir, ref)
+
+
+# -- the commit path --------------------------------------------------------------
+
+
+class CommitPath:
+    """Moves the refs of one vault.  Every method runs under the writer lock."""
+
+    def __init__(self, gitdir: Path, lock: durable.WriterLock) -> None:
+        self.gitdir = gitdir
+        self.lock = lock
+        self.journal = Journal(gitdir)
+        self.pack_dir = gitdir / "objects" / "pack"
+        self.state = gitdir / durable.STATE_DIR
+        self._epoch: bytes | None = None
+        self._checked_epoch = False
+        lock.on_dirty = self._clear_dead_writer
+
+    @property
+    def epoch(self) -> bytes:
+        if self._epoch is None:
+            self._epoch = epoch(self.gitdir)
+        return self._epoch
+
+    def close(self) -> None:
+        self.journal.close()
+
+    # -- a commit ------------------------------------------------------------
+
+    def commit(
+        self,
+        ref: str,
+        expected: bytes | None,
+        new_objects: Sequence[objects.PackedObject],
+        draft: Draft,
+        headers: Headers | None = None,
+        *,
+        checkpoint: bool = False,
+    ) -> objects.PackedObject:
+        """Make ``draft`` the new tip of ``ref`` with ``new_objects``, durably.
+
+        ``expected`` is the tip the change was built on (None: the ref does not
+        exist yet); if the ref holds anything else, RefMoved is raised and
+        nothing is written.  With ``checkpoint``, git's own files are synced
+        too before returning (rare writes whose ref must never need repair:
+        the keyring, the policy).  On any failure nothing is changed."""
+        commit = encode(draft, headers)
+        pack = objects.build_pack([*new_objects, commit])
+        self.lock.write_intent(durable.Intent(ref, commit.id.hex(), pack.name))
+        _step("locked")
+        if self._current(ref) != expected:
+            raise RefMoved(f"Error: {ref} moved while the change was being made; try again.")
+        made: list[str] = []
+        keep: str | None = None
+        move: Move | None = None
+        moved = False
+        try:
+            keep = self._keep(pack.name)
+            if keep is not None:
+                made.append(keep)
+            _step("kept")
+            self._install(pack, made=made)
+            move = self._journal(Move(0, ref, expected or ZERO, commit.id, self.epoch, pack.data), pack)
+            _step("durable")
+            self._move(ref, expected, commit.id)
+            moved = True
+            _step("moved")
+        except OSError as err:
+            raise _storage_error(err) from err
+        finally:
+            if not moved:
+                if move is not None:
+                    self._void(move)  # durable, but the ref never moved: never repair it into place
+                _remove(made)  # the keep, and a pack nothing refers to
+        if keep is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(keep)
+        _step("unkept")
+        objects.remember(pack)
+        if checkpoint:
+            self.checkpoint()
+        return commit
+
+    def _move(self, ref: str, expected: bytes | None, new: bytes) -> None:
+        """Move ``ref`` from ``expected`` to ``new`` as git does: its lock,
+        a re-read under it (RefMoved if someone else moved it), a rename."""
+        lock_path = self._take_ref_lock(ref, new)
+        try:
+            _step("ref-locked")
+            if self._current(ref) != expected:
+                raise RefMoved(f"Error: {ref} moved while the change was being made; try again.")
+            os.rename(lock_path, os.path.join(self.gitdir, ref))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(lock_path)
+            raise
+        finally:
+            self._release_template(ref)
+
+    def _current(self, ref: str) -> bytes | None:
+        try:
+            return read_ref(self.gitdir, ref)
+        except Damaged as err:
+            raise IntegrityError(
+                f"Error: the vault's {ref} does not hold a commit id; run `vaultmem verify` and restore it."
+            ) from err
+
+    def _take_ref_lock(self, ref: str, new: bytes) -> str:
+        """Create ``<ref>.lock`` holding ``new``, exclusively; wait for another
+        program's lock up to LOCK_WAIT seconds, then fail (never removing it).
+
+        The lock is written whole under a temporary name in the state folder
+        and linked into place (``link`` fails if the lock exists, as git's
+        exclusive create does): it never exists empty, and while the temporary
+        name stays it proves the lock is vaultmem's (the same file)."""
+        path = os.path.join(self.gitdir, ref + ".lock")
+        tmp = self._lock_template(ref)
+        try:
+            _write_file(tmp, new.hex().encode("ascii") + b"\n")
+        except OSError as err:
+            raise _storage_error(err) from err
+        deadline = time.monotonic() + LOCK_WAIT
+        pause = 0.001
+        try:
+            while True:
+                try:
+                    os.link(tmp, path)
+                    return path
+                except FileNotFoundError:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                except FileExistsError:
+                    if time.monotonic() >= deadline:
+                        raise BusyError(
+                            f"Error: {ref}.lock exists: another program (a git command?) is updating the vault, "
+                            "so nothing was changed. Try again when it has finished; if no git command is "
+                            f"running, that file was left by one that died: remove {path}."
+                        ) from None
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+                except OSError as err:
+                    raise _storage_error(err) from err
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def _lock_template(self, ref: str) -> str:
+        return os.path.join(self.state, f"tmp-{os.getpid()}-{ref.rsplit('/', 1)[-1]}.lock")
+
+    def _release_template(self, ref: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self._lock_template(ref))
+
+    def _our_lock(self, lock_path: str) -> bool:
+        """Whether ``lock_path`` is a ref lock vaultmem linked from its state folder."""
+        try:
+            st = os.lstat(lock_path)
+        except OSError:
+            return False
+        if st.st_nlink < 2:
+            return False
+        for template in self.state.glob("tmp-*.lock"):
+            with contextlib.suppress(OSError):
+                mine = os.lstat(template)
+                if (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino):
+                    return True
+        return False
+
+    def _keep(self, name: str) -> str | None:
+        """Protect the pack about to be written from repack and gc; None if a
+        keep for it exists already (it protects the pack just as well)."""
+        keep = os.path.join(self.pack_dir, f"pack-{name}.keep")
+        marker = os.path.join(self.state, KEEP_MARKER)
+        for _ in range(2):
+            try:
+                os.link(marker, keep)
+                return keep
+            except FileExistsError:
+                return None
+            except FileNotFoundError:
+                if not os.path.exists(marker):
+                    _write_file(marker, b"vaultmem: packs linked to this file are being written by vaultmem\n")
+                else:
+                    os.makedirs(self.pack_dir, exist_ok=True)
+        raise OSError(errno.ENOENT, "cannot create a keep file", keep)
+
+    def install(self, pack: objects.Pack, sync: bool = False) -> None:
+        """Put a pack whose objects are all reachable already in place (a merge)."""
+        self._install(pack, sync=sync)
+
+    def _install(self, pack: objects.Pack, sync: bool = False, made: list[str] | None = None) -> None:
+        """Put the pack and its index in place (index last); each path created
+        is added to ``made`` at once, for removal if the write fails."""
+        stem = os.path.join(self.pack_dir, f"pack-{pack.name}")
+        if os.path.exists(stem + ".idx") and os.path.exists(stem + ".pack"):
+            return
+        made = made if made is not None else []
+        for suffix, data in ((".pack", pack.data), (".idx", pack.idx)):
+            tmp = os.path.join(self.state, f"tmp-{os.getpid()}{suffix}")
+            _write_file(tmp, data, sync=sync, allocate=True)
+            os.rename(tmp, stem + suffix)
+            made.append(stem + suffix)
+            _step("packed" if suffix == ".pack" else "indexed")
+        if sync:
+            _sync_dir(self.pack_dir)
+
+    def _journal(self, move: Move, pack: objects.Pack) -> Move:
+        """Append the move and sync it; a move too large for the journal is
+        synced in place instead (its pack, then a record without it)."""
+        try:
+            if not self.journal.room(len(move.encode())):
+                self.checkpoint(restart=True)
+            return self.journal.append(move, between=lambda: _step("journaled"))
+        except JournalFullError:
+            self._install(pack, sync=True)
+            small = Move(0, move.ref, move.old, move.new, move.epoch, b"")
+            if not self.journal.room(len(small.encode())):
+                self.checkpoint(restart=True)
+            return self.journal.append(small, between=lambda: _step("journaled"))
+
+    def _void(self, move: Move) -> None:
+        try:
+            self.journal.void(move)
+        except OSError as err:
+            raise StorageError(
+                "Error: the storage failed while cancelling a change that could not be completed; it may "
+                "still appear the next time the vault is written. Check with `vaultmem log`."
+            ) from err
+
+    # -- checkpoints -------------------------------------------------------------
+
+    def checkpoint(self, restart: bool = False) -> None:
+        """Sync git's files and let the journal forget what is now durable."""
+        through = self.journal.last_seq()
+        durable.sync_filesystem(self.gitdir)
+        self.journal.checkpoint(through, restart=restart)
+
+    # -- after a crash -------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Called with the writer lock held, before a write: once per process,
+        repair the moves of an earlier epoch (a power cut) from the journal.
+        (What a killed writer left is cleared when the lock is taken.)"""
+        if not self._checked_epoch:
+            self._repair_epoch()
+            self._finish_legacy()
+            self._checked_epoch = True
+
+    def _clear_dead_writer(self) -> None:
+        """Called by the writer lock when its previous holder died: remove
+        exactly what that writer made, and only what is provably vaultmem's (a
+        ref lock linked from the state folder, a keep linked to the marker);
+        finish its move if it was durable."""
+        intent = self.lock.read_intent()
+        if intent is not None:
+            new = bytes.fromhex(intent.new)
+            lock_path = os.path.join(self.gitdir, intent.ref + ".lock")
+            if self._our_lock(lock_path):
+                os.unlink(lock_path)
+            journaled = next((m for m in self.journal.pending() if m.new == new and m.ref == intent.ref), None)
+            if journaled is not None:
+                old = None if journaled.old == ZERO else journaled.old
+                if self._current(intent.ref) == old:
+                    with contextlib.suppress(RefMoved):
+                        self._move(intent.ref, old, new)  # durable already: finish it
+            keep = os.path.join(self.pack_dir, f"pack-{intent.pack}.keep")
+            if self._is_our_keep(keep):
+                os.unlink(keep)
+                if journaled is None and self._current(intent.ref) != new:  # never acknowledged, nothing refers to it
+                    objects.remove_pack(Path(os.path.join(self.pack_dir, f"pack-{intent.pack}.pack")))
+        for leftover in self.state.glob("tmp-*"):  # only vaultmem writes in its state folder
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+    def _is_our_keep(self, keep: str) -> bool:
+        try:
+            mine = os.lstat(os.path.join(self.state, KEEP_MARKER))
+            theirs = os.lstat(keep)
+        except OSError:
+            return False
+        return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+    def _repair_epoch(self) -> None:
+        """Rebuild what a power cut may have lost: for each move of an earlier
+        epoch not covered by a checkpoint, its pack and index byte for byte,
+        and its ref if the ref still holds the move's old id (or is damaged)."""
+        moves = [m for m in self.journal.pending() if m.epoch != self.epoch]
+        if not moves:
+            return
+        for move in moves:
+            if move.pack:
+                self._restore_pack(move.pack)
+        for ref, target in replay(self.gitdir, moves).items():
+            lock_path = os.path.join(self.gitdir, ref + ".lock")
+            if self._our_lock(lock_path):
+                os.unlink(lock_path)  # a lock of ours the power cut left behind
+            path = self._take_ref_lock(ref, target)
+            os.rename(path, os.path.join(self.gitdir, ref))
+            self._release_template(ref)
+        self.checkpoint()
+
+    def _restore_pack(self, data: bytes) -> None:
+        name = objects.pack_name(data)
+        stem = os.path.join(self.pack_dir, f"pack-{name}")
+        try:
+            idx = objects.index_of(data)
+        except ValueError:
+            return
+        for suffix, want in ((".pack", data), (".idx", idx)):
+            try:
+                with open(stem + suffix, "rb") as fh:
+                    if fh.read() == want:
+                        continue
+            except OSError:
+                pass
+            tmp = os.path.join(self.state, f"tmp-{os.getpid()}{suffix}")
+            _write_file(tmp, want)
+            os.rename(tmp, stem + suffix)
+
+    def _finish_legacy(self) -> None:
+        """A move an earlier vaultmem made durable before a kill: its lock file
+        still holds the new id (that version synced before moving)."""
+        legacy = durable.read_legacy_pending(self.gitdir)
+        if legacy is None:
+            return
+        lock_path = os.path.join(self.gitdir, legacy.ref + ".lock")
+        new = bytes.fromhex(legacy.new)
+        if _holds(lock_path, new) and self._current(legacy.ref) == (
+            bytes.fromhex(legacy.old) if legacy.old != "0" * 40 else None
+        ):
+            os.rename(lock_path, os.path.join(self.gitdir, legacy.ref))
+        durable.remove_legacy_pending(self.gitdir)
+
+
+def replay(gitdir: Path, moves: Sequence[Move]) -> dict[str, bytes]:
+    """Where each ref must be after ``moves`` of an earlier epoch.  Records are
+    synced; git's files are not, so after a power cut a ref may hold any id
+    the journal passed through (or garbage): it then takes the last journaled
+    id.  A ref holding an id the journal never named was moved by someone
+    else after the last record, and is left alone.  Reads only."""
+    last: dict[str, bytes] = {}
+    seen: dict[str, set[bytes]] = {}
+    for move in moves:
+        last[move.ref] = move.new
+        seen.setdefault(move.ref, set()).update((move.old, move.new))
+    out: dict[str, bytes] = {}
+    for ref, target in last.items():
+        try:
+            current = read_ref(gitdir, ref) or ZERO
+        except Damaged:
+            current = None  # a ref file the power cut garbled
+        if current != target and (current is None or current in seen[ref]):
+            out[ref] = target
+    return out
+
+
+def _safe_read(gitdir: Path, ref: str) -> bytes | None:
+    try:
+        return read_ref(gitdir, ref)
+    except Damaged:
+        return None
+
+
+def _holds(lock_path: str, new: bytes) -> bool:
+    try:
+        with open(lock_path, "rb") as fh:
+            return fh.read(64) == new.hex().encode("ascii") + b"\n"
+    except OSError:
+        return False
+
+
+def _remove(paths: Sequence[str]) -> None:
+    for path in reversed(paths):  # the index before its pack
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+_ALLOC_DELAYED = 0x660C  # ext4's EXT4_IOC_ALLOC_DA_BLKS: _IO('f', 12)
+
+
+def _allocate(fd: int) -> None:
+    """On ext4, allocate the file's blocks now rather than at writeback, as
+    ext4 does itself for a file renamed over another: its data=ordered
+    journal then writes the data before it commits the rename that names the
+    file, so after a power cut git finds no empty pack under a final name
+    (one the journal would have to rebuild).  Elsewhere it does nothing."""
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(fd, _ALLOC_DELAYED)
+
+
+def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = False) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OSError(errno.ENOSPC, "short write", path)
+            view = view[written:]
+        if sync:
+            os.fsync(fd)
+        elif allocate:
+            _allocate(fd)
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def _sync_dir(path: os.PathLike[str] | str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _storage_error(err: OSError) -> VaultError:
+    reason = {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is used up",
+        errno.EROFS: "the vault is on a read-only file system",
+        errno.EACCES: "a folder of the vault is not writable",
+        errno.EPERM: "a folder of the vault is not writable",
+    }.get(err.errno or 0, f"the storage failed ({os.strerror(err.errno) if err.errno else err})")
+    return StorageError(f"Error: {reason}, so nothing was changed. Free space or fix the permissions, then try again.")

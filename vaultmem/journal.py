@@ -1,0 +1,389 @@
+"""The write-ahead journal: what makes an acknowledged write durable with one
+``fdatasync``.
+
+Every ref move vaultmem makes is first appended here as one record holding the
+ref, its old and new ids and the whole pack of new objects, and the journal is
+synced; only then does the ref move.  Git's own files (the pack, its index, the
+ref) are written without syncs of their own: while the machine keeps running
+they are exactly what git sees, and after a power cut the records that no
+checkpoint has covered yet rebuild whatever of them did not reach the disk
+(:mod:`vaultmem.commits`).
+
+The file (``vaultmem/journal``) is allocated once, filled with zeros and synced,
+so an append rewrites blocks that already exist: the sync writes the record's
+blocks and flushes the disk cache, with no file system metadata to commit.
+
+Layout: two header copies (at 0 and 2048; the valid one with the higher count
+wins, so a torn header write loses nothing), then records from ``HEADER``::
+
+    b"VMJR" | generation u64 | seq u64 | kind u8 | length u32 | payload | crc32
+
+A record is read only if its crc holds, its generation is the header's and its
+sequence number follows the one before it, so stale bytes from an earlier pass
+over the file end the scan.  The header names the offset and sequence number
+of the first record not yet covered by a checkpoint: a reader scans from there.
+When the file is full, a checkpoint covers everything and the next pass starts
+at ``HEADER`` with a new generation (written and synced before its first record).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import struct
+import weakref
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+NAME = "journal"
+SIZE = 8 << 20
+HEADER = 4096
+_COPY = 2048
+_MAGIC = b"vaultmem-journal 1\n"
+_HEAD = struct.Struct(">QQQQQ")  # count, generation, scan offset, next seq, checkpointed seq
+_REC = struct.Struct(">4sQQBI")
+_REC_MAGIC = b"VMJR"
+
+COMMIT, VOID = 1, 3
+_ZERO = b"\0" * 20
+
+
+@dataclass(frozen=True)
+class Move:
+    """One ref move as the journal records it: what a write acknowledged."""
+
+    seq: int
+    ref: str
+    old: bytes  # 20 zero bytes: the ref did not exist
+    new: bytes
+    epoch: bytes  # the machine and mount it was written on (:func:`epoch`)
+    pack: bytes  # the whole pack of the move's new objects (empty: synced in place)
+    offset: int = 0
+
+    def encode(self) -> bytes:
+        ref = self.ref.encode("ascii")
+        return b"".join(
+            [
+                struct.pack(">H", len(ref)),
+                ref,
+                self.old,
+                self.new,
+                struct.pack(">H", len(self.epoch)),
+                self.epoch,
+                self.pack,
+            ]
+        )
+
+    @classmethod
+    def decode(cls, seq: int, payload: bytes, offset: int) -> Move:
+        (n,) = struct.unpack_from(">H", payload, 0)
+        ref = payload[2 : 2 + n].decode("ascii")
+        at = 2 + n
+        old, new = payload[at : at + 20], payload[at + 20 : at + 40]
+        (m,) = struct.unpack_from(">H", payload, at + 40)
+        epoch = payload[at + 42 : at + 42 + m]
+        return cls(seq, ref, old, new, epoch, payload[at + 42 + m :], offset)
+
+
+@dataclass
+class _Header:
+    count: int
+    generation: int
+    scan: int  # offset of the first record not covered by a checkpoint
+    next_seq: int  # its sequence number
+    checkpointed: int  # the last sequence number covered
+
+    def encode(self) -> bytes:
+        body = _MAGIC + _HEAD.pack(self.count, self.generation, self.scan, self.next_seq, self.checkpointed)
+        return body + struct.pack(">I", zlib.crc32(body))
+
+    @classmethod
+    def decode(cls, data: bytes) -> _Header | None:
+        size = len(_MAGIC) + _HEAD.size
+        body, crc = data[:size], data[size : size + 4]
+        if len(crc) != 4 or not body.startswith(_MAGIC) or struct.unpack(">I", crc)[0] != zlib.crc32(body):
+            return None
+        return cls(*_HEAD.unpack(body[len(_MAGIC) :]))
+
+
+def epoch(gitdir: Path) -> bytes:
+    """What changes when the machine restarts or the file system is mounted
+    again (a power cut, a disk image opened elsewhere): the boot id, the
+    device and the mount's id.  Records written in the current epoch need no
+    repair: the page cache git reads is the one they were written through."""
+    parts = []
+    try:
+        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+    except OSError:
+        return b"unknown"
+    st = os.stat(gitdir)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    parts.append(dev)
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            mounts = [line.split() for line in fh]
+    except OSError:
+        return b"unknown"
+    real = os.path.realpath(gitdir)
+    best = ""
+    for fields in mounts:
+        if (
+            len(fields) > 4
+            and fields[2] == dev
+            and real.startswith(fields[4].rstrip("/") + "/")
+            and len(fields[4]) >= len(best)
+        ):
+            best, mount_id = fields[4], fields[0]
+    if not best:
+        return b"unknown"
+    parts.append(mount_id)
+    return "/".join(parts).encode("ascii", "replace")[:200]
+
+
+def datasync(fd: int) -> None:
+    """The one sync of an acknowledged write (a seam for tests of a failing disk)."""
+    os.fdatasync(fd)
+
+
+class JournalFullError(Exception):
+    """A record larger than the journal can hold: the caller syncs in place."""
+
+
+class Journal:
+    """The journal of one vault, used under the writer lock (by one thread)."""
+
+    def __init__(self, gitdir: Path) -> None:
+        self.gitdir = gitdir
+        self.path = gitdir / "vaultmem" / NAME
+        self._fd = -1
+        self._pid = 0
+        self._header: _Header | None = None
+        self._end = 0  # offset after the last record read or written
+        self._seq = 0  # sequence number the next record gets
+        self._finalizer: weakref.finalize[[int], Journal] | None = None
+
+    # -- opening -------------------------------------------------------------
+
+    def _open(self, create: bool) -> int:
+        if self._fd >= 0 and self._pid == os.getpid():
+            return self._fd
+        if self._finalizer is not None:  # a forked child: close its copy of the parent's descriptor
+            self._finalizer()
+            self._finalizer = None
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if not create:
+                return -1
+            fd = self._create()
+        self._fd, self._pid, self._header = fd, os.getpid(), None
+        self._finalizer = weakref.finalize(self, os.close, fd)
+        return fd
+
+    def _create(self) -> int:
+        """A new, zero-filled, synced journal, put in place by rename."""
+        tmp = self.path.with_name(f"{NAME}.new-{os.getpid()}")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            header = _Header(1, 1, HEADER, 1, 0).encode()
+            block = bytearray(HEADER)
+            block[: len(header)] = header
+            block[_COPY : _COPY + len(header)] = header
+            os.pwrite(fd, bytes(block), 0)
+            zeros = b"\0" * (1 << 20)
+            for offset in range(HEADER, SIZE, len(zeros)):
+                if os.pwrite(fd, zeros[: SIZE - offset], offset) <= 0:
+                    raise OSError(errno.ENOSPC, "short write to the journal")
+            os.fsync(fd)
+            os.rename(tmp, self.path)
+            _sync_dir(self.path.parent)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return fd
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            if self._pid == os.getpid():
+                self._finalizer()
+            else:
+                self._finalizer.detach()  # the parent's descriptor: the parent closes it
+        self._finalizer = None
+        self._fd = -1
+        self._header = None
+
+    # -- reading -------------------------------------------------------------
+
+    def _read_header(self, fd: int) -> _Header:
+        block = os.pread(fd, HEADER, 0)
+        found = [h for h in (_Header.decode(block[:_COPY]), _Header.decode(block[_COPY:])) if h is not None]
+        if not found:
+            raise OSError(errno.EIO, f"the journal {self.path} has no readable header")
+        return max(found, key=lambda h: h.count)
+
+    def _records(self, fd: int, header: _Header) -> Iterator[tuple[int, int, bytes, int]]:
+        """``(seq, kind, payload, offset)`` from the header's scan offset on."""
+        offset, seq = header.scan, header.next_seq
+        while offset + _REC.size + 4 <= SIZE:
+            head = os.pread(fd, _REC.size, offset)
+            magic, generation, got, kind, length = _REC.unpack(head)
+            if magic != _REC_MAGIC or generation != header.generation or got != seq:
+                break
+            end = offset + _REC.size + length + 4
+            if end > SIZE:
+                break
+            rest = os.pread(fd, length + 4, offset + _REC.size)
+            payload, crc = rest[:length], rest[length:]
+            if struct.unpack(">I", crc)[0] != zlib.crc32(head + payload):
+                break
+            yield seq, kind, payload, offset
+            offset, seq = end, seq + 1
+        self._end, self._seq = offset, seq
+
+    def pending(self) -> list[Move]:
+        """The moves no checkpoint covers yet, oldest first, without the ones
+        a later record voided.  Reads only (through a read-only descriptor of
+        its own): opening a vault never writes, and works on a read-only disk."""
+        if self._fd >= 0 and self._pid == os.getpid():
+            return self._pending(self._fd)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return []
+        try:
+            return self._pending(fd)
+        finally:
+            os.close(fd)
+
+    def _pending(self, fd: int) -> list[Move]:
+        header = self._read_header(fd)
+        moves: list[Move] = []
+        for seq, kind, payload, offset in self._records(fd, header):
+            if kind == COMMIT:
+                moves.append(Move.decode(seq, payload, offset))
+            elif kind == VOID:
+                (voided,) = struct.unpack(">Q", payload)
+                moves = [m for m in moves if m.seq != voided]
+        if fd == self._fd:
+            self._header = header
+        return moves
+
+    # -- writing -------------------------------------------------------------
+
+    def append(self, move: Move, between: Callable[[], None] | None = None) -> Move:
+        """Append a move and sync it: when this returns, the move is durable.
+        Raises JournalFullError if the record does not fit (see :meth:`room`).
+        ``between`` runs after the write and before the sync."""
+        payload = move.encode()
+        if HEADER + _REC.size + len(payload) + 4 > SIZE:
+            raise JournalFullError
+        fd = self._open(create=True)
+        self._find_end(fd)
+        if self._end + _REC.size + len(payload) + 4 > SIZE:
+            raise JournalFullError  # the caller checkpoints, then calls restart()
+        seq = self._seq
+        written = self._write(fd, COMMIT, seq, payload, between)
+        return Move(seq, move.ref, move.old, move.new, move.epoch, move.pack, written)
+
+    def void(self, move: Move) -> None:
+        """Cancel a move whose ref never moved (the call failed): one more
+        record, synced, so the move is never repaired into place."""
+        fd = self._open(create=True)
+        self._find_end(fd)
+        if self._end + _REC.size + 8 + 4 > SIZE:
+            # No room for the void record: wipe the record itself.
+            os.pwrite(fd, b"\0" * _REC.size, move.offset)
+            datasync(fd)
+            return
+        self._write(fd, VOID, self._seq, struct.pack(">Q", move.seq))
+
+    def _write(self, fd: int, kind: int, seq: int, payload: bytes, between: Callable[[], None] | None = None) -> int:
+        assert self._header is not None
+        head = _REC.pack(_REC_MAGIC, self._header.generation, seq, kind, len(payload))
+        record = head + payload + struct.pack(">I", zlib.crc32(head + payload))
+        offset = self._end
+        try:
+            if os.pwrite(fd, record, offset) != len(record):
+                raise OSError(errno.EIO, "short write to the journal")
+            if between is not None:
+                between()
+            datasync(fd)
+        except BaseException:
+            # The record may sit whole in the page cache: wipe it, so that it
+            # can never be read as a move that happened.
+            with contextlib.suppress(OSError):
+                os.pwrite(fd, b"\0" * _REC.size, offset)
+                datasync(fd)
+            raise
+        self._end, self._seq = offset + len(record), seq + 1
+        return offset
+
+    def _find_end(self, fd: int) -> None:
+        """Where the next record goes: after the last one this process wrote,
+        unless another process appended since (checked by reading there)."""
+        header = self._read_header(fd)
+        if self._header is None or header != self._header or self._end < header.scan:
+            self._header = header
+            for _ in self._records(fd, header):
+                pass
+            return
+        # Same header: records are only ever appended, so continue from where we were.
+        for _ in self._records(fd, _Header(0, header.generation, self._end, self._seq, 0)):
+            pass
+
+    def room(self, size: int) -> bool:
+        """Whether a move whose encoding takes ``size`` bytes fits now."""
+        fd = self._open(create=True)
+        self._find_end(fd)
+        return self._end + _REC.size + size + 4 <= SIZE
+
+    def last_seq(self) -> int:
+        """The sequence number of the last record (0: none)."""
+        fd = self._open(create=True)
+        self._find_end(fd)
+        return self._seq - 1
+
+    def checkpoint(self, through: int, restart: bool = False) -> None:
+        """Record that every record up to ``through`` is covered: git's own
+        files for them are durable (the caller synced them).  With ``restart``
+        (everything is covered), the next record starts a new pass at the top;
+        that header is synced before any record of the pass is written."""
+        fd = self._open(create=True)
+        self._find_end(fd)
+        header = self._read_header(fd)
+        if restart:
+            if through != self._seq - 1:
+                raise ValueError("a journal restarts only when every record is covered")
+            new = _Header(header.count + 1, header.generation + 1, HEADER, self._seq, through)
+        else:
+            offset, seq = header.scan, header.next_seq
+            for got, _, _, at in self._records(fd, header):
+                if got > through:
+                    offset, seq = at, got
+                    break
+            else:
+                offset, seq = self._end, self._seq
+            new = _Header(header.count + 1, header.generation, offset, seq, max(through, header.checkpointed))
+        data = new.encode()
+        os.pwrite(fd, data, _COPY if new.count % 2 else 0)
+        if restart:
+            datasync(fd)
+        self._header = new
+        self._find_end(fd)
+
+    def checkpointed(self) -> int:
+        fd = self._open(create=True)
+        return self._read_header(fd).checkpointed
+
+
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
