@@ -3,8 +3,8 @@ readers never wait for writers."""
 
 from __future__ import annotations
 
-import fcntl
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess

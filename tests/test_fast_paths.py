@@ -14,7 +14,7 @@ import pygit2
 import pytest
 
 from tests.conftest import FakeClock
-from vaultmem import NotFoundError, Vault, VaultMemoryTool, objects, snapshot, store, upkeep
+from vaultmem import NotFoundError, Vault, VaultMemoryTool, objects, snapshot, upkeep
 from vaultmem.history import _may_touch
 from vaultmem.paths import parse
 from vaultmem.verify import Verifier, VerifyReport
