@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import unicodedata
 from itertools import product
+from pathlib import Path
 
 import pytest
 from anthropic.lib.tools import ToolError
@@ -55,6 +58,14 @@ PAYLOADS: list[object] = [
     "/memories/\u202etxt.exe",
     "/memories/\ufeffnotes.txt",
     "/memories/a\u2066",
+    # characters that end a line: a path is one line in every log and trailer
+    "/memories/a\u2028b",
+    "/memories/notes.txt\u2029",
+    "/memories/\u2028/notes.txt",
+    "/memories/projects\u2029/alpha.md",
+    "/memories/a%E2%80%A8b",
+    "/memories/a\x85b",
+    "/memories/\x85",
     # not under /memories
     "/memoriesX",
     "/memoriesX/a",
@@ -195,7 +206,7 @@ def test_hostile_path_is_refused_and_changes_nothing(seeded, payload, slot):
     assert message.startswith("Error: "), message
     for host in _host_strings(home):
         assert host not in message
-    assert not any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in message)
+    assert not any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in message)
     assert _state(vault_path, vault) == before_state
     assert _disk(home) == before_disk
 
@@ -237,3 +248,105 @@ def test_refusals_through_the_tool_and_the_api_never_reveal_the_host(seeded):
             vault.read(payload)
         for host in _host_strings(home):
             assert host not in str(info.value)
+
+
+# -- characters that end a line, on a vault of their own ------------------------
+
+SEPARATORS_RULE = "line and paragraph separators (U+2028, U+2029) are not allowed"
+LINE_BREAKERS = {
+    "line-separator": ("/memories/a\u2028b.txt", SEPARATORS_RULE),
+    "paragraph-separator": ("/memories/notes\u2029.txt", SEPARATORS_RULE),
+    "separator-folder": ("/memories/\u2028/notes.txt", SEPARATORS_RULE),
+    "encoded-separator": ("/memories/a%E2%80%A8b.txt", SEPARATORS_RULE),
+    "next-line": ("/memories/a\x85b.txt", "control characters are not allowed"),
+}
+
+
+def _vault_state(vault_path: Path, vault: Vault) -> tuple:
+    refs = git(vault_path, "for-each-ref", "--format=%(refname) %(objectname)")
+    tree = git(vault_path, "ls-tree", "-r", "-z", "--name-only", "main")
+    return git(vault_path, "rev-list", "--count", "main").strip(), refs, tree, vault.listing(), vault.history()
+
+
+@pytest.mark.parametrize("case", list(LINE_BREAKERS))
+def test_create_with_a_line_breaking_character_is_refused_and_commits_nothing(tmp_path, case):
+    payload, rule = LINE_BREAKERS[case]
+    vault_path = tmp_path / "agent.vault"
+    vault = Vault.init(vault_path, key=generate_key(), clock=FakeClock())
+    tool = VaultMemoryTool(vault, actor="support-bot", session="sess-42")
+    tool.call({"command": "create", "path": "/memories/keep.txt", "file_text": "kept\n"})
+    assert git(vault_path, "rev-list", "--count", "main").strip() == "1"
+    before, disk = _vault_state(vault_path, vault), _disk(tmp_path)
+
+    with pytest.raises(ToolError) as info:
+        tool.call({"command": "create", "path": payload, "file_text": "planted\n"})
+
+    assert info.value.content == f"Error: Invalid `path`: {rule}. Use a path such as /memories/notes.txt."
+    assert git(vault_path, "rev-list", "--count", "main").strip() == "1"
+    assert _vault_state(vault_path, vault) == before
+    assert _disk(tmp_path) == disk
+    assert [v.paths for v in vault.history()] == [("/memories/keep.txt",)]
+    assert "planted" not in tool.call({"command": "view", "path": "/memories"})
+
+
+@pytest.mark.parametrize("case", list(LINE_BREAKERS))
+def test_rename_to_a_line_breaking_character_is_refused_and_commits_nothing(tmp_path, case):
+    payload, rule = LINE_BREAKERS[case]
+    vault_path = tmp_path / "agent.vault"
+    vault = Vault.init(vault_path, key=generate_key(), clock=FakeClock())
+    tool = VaultMemoryTool(vault, actor="support-bot", session="sess-42")
+    tool.call({"command": "create", "path": "/memories/keep.txt", "file_text": "kept\n"})
+    before = _vault_state(vault_path, vault)
+
+    with pytest.raises(ToolError) as info:
+        tool.call({"command": "rename", "old_path": "/memories/keep.txt", "new_path": payload})
+
+    assert info.value.content == f"Error: Invalid `new_path`: {rule}. Use a path such as /memories/notes.txt."
+    assert _vault_state(vault_path, vault) == before
+    assert vault.read("/memories/keep.txt") == "kept\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("a\u2028b.txt", SEPARATORS_RULE),
+        ("a\u2029b.txt", SEPARATORS_RULE),
+        ("a\x85b.txt", "control characters are not allowed"),
+    ],
+    ids=["line-separator", "paragraph-separator", "next-line"],
+)
+def test_cli_import_of_a_file_named_with_a_line_breaking_character_is_refused(tmp_path, name, rule):
+    vault_path = tmp_path / "agent.vault"
+    key = generate_key()
+    vault = Vault.init(vault_path, key=key, clock=FakeClock())
+    VaultMemoryTool(vault, actor="support-bot").call(
+        {"command": "create", "path": "/memories/keep.txt", "file_text": "kept\n"}
+    )
+    vault.close()
+    source = tmp_path / "memory" / "memories"
+    source.mkdir(parents=True)
+    (source / "good.txt").write_text("good\n")
+    (source / name).write_text("planted\n")
+    before = git(vault_path, "rev-list", "--count", "main").strip(), git(vault_path, "ls-tree", "-r", "main")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")},
+        "VAULTMEM_KEY": key,
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
+
+    result = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "--vault", str(vault_path), "import", str(tmp_path / "memory")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    assert result.stderr == f"vaultmem: Error: cannot import {name!r}: it is not a valid memory path ({rule}). " + (
+        "Nothing was imported.\n"
+    ), result.stderr
+    after = git(vault_path, "rev-list", "--count", "main").strip(), git(vault_path, "ls-tree", "-r", "main")
+    assert after == before
+    assert before[0] == "1"

@@ -161,6 +161,17 @@ REFUSALS: list[tuple[object, str]] = [
     ("/memories/\u2066a", r"invisible|format|zero-width|bidi"),
     ("/memories/\ufeffa", r"invisible|format|zero-width|bidi"),
     ("/memories/soft\u00adhyphen", r"invisible|format|zero-width|bidi"),
+    # line and paragraph separators (Zl, Zp): a path is one line in every log and trailer
+    ("/memories/a\u2028b", r"line and paragraph separators"),
+    ("/memories/a\u2029b", r"line and paragraph separators"),
+    ("/memories/\u2028", r"line and paragraph separators"),
+    ("/memories/notes.txt\u2028", r"line and paragraph separators"),
+    ("/memories/\u2029/notes.txt", r"line and paragraph separators"),
+    ("/memories/a/b\u2028c/d.md", r"line and paragraph separators"),
+    ("/memories\u2028/a", r"line and paragraph separators"),
+    ("/memories/a%E2%80%A8b", r"line and paragraph separators"),
+    ("/memories/a%e2%80%a9b", r"line and paragraph separators"),
+    ("/memories/a%25E2%2580%25A8b", r"line and paragraph separators"),
     # percent-encoded traversal, any case, decoded once or twice
     ("/memories/%2e%2e%2fetc", r"percent|encoded"),
     ("/memories/%2E%2E%2Fetc", r"percent|encoded"),
@@ -242,6 +253,7 @@ def test_the_different_rules_give_different_messages():
         "/memories/a\\b",
         "/memories/a\x00",
         "/memories/a\u200b",
+        "/memories/a\u2028",
         "/memories/%2e%2e",
         "/memories//a",
         "/memories/" + "a" * 256,
@@ -251,7 +263,7 @@ def test_the_different_rules_give_different_messages():
         with pytest.raises(InvalidPathError) as info:
             parse(payload)
         messages.add(str(info.value))
-    assert len(messages) == 10
+    assert len(messages) == 11
 
 
 MARKED = [
@@ -262,6 +274,8 @@ MARKED = [
     "/memories/SECRETNAME\\x",
     "/memories/SECRETNAME\x00",
     "/memories/SECRETNAME\u202e",
+    "/memories/SECRETNAME\u2028",
+    "/memories/SECRETNAME\u2029x",
     "/memories/SECRETNAME%2e%2e%2f",
     "/memories/SECRETNAME%252e",
     "/memories/SECRETNAME//x",
@@ -278,7 +292,40 @@ def test_refusal_never_echoes_the_offending_path(payload):
     message = str(info.value)
     assert "SECRETNAME" not in message
     assert payload not in message
-    assert not any(unicodedata.category(ch) in ("Cc", "Cf") for ch in message)
+    assert not any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in message)
+
+
+def test_every_character_that_ends_a_line_is_refused():
+    """A path is one line in every log and trailer: no character that Python's
+    str.splitlines splits on (NEL, VT, FF, FS, GS, RS, LF, CR, U+2028, U+2029)
+    may appear in one, wherever it stands."""
+    breaks = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and len(f"a{chr(c)}b".splitlines()) > 1]
+    assert {"\n", "\r", "\x85", "\u2028", "\u2029"} <= set(breaks)
+    for ch in breaks:
+        for payload in (f"/memories/a{ch}b", f"/memories/{ch}/x.txt", f"/memories/x.txt{ch}"):
+            with pytest.raises(InvalidPathError) as info:
+                parse(payload)
+            assert re.search(r"control|line and paragraph separators", str(info.value)), ascii(payload)
+
+
+def test_line_and_paragraph_separators_are_refused_with_their_own_rule():
+    with pytest.raises(InvalidPathError) as line:
+        parse("/memories/a\u2028b")
+    with pytest.raises(InvalidPathError) as paragraph:
+        parse("/memories/a\u2029b")
+    assert str(line.value) == str(paragraph.value)
+    assert str(line.value) == (
+        "Error: Invalid path: line and paragraph separators (U+2028, U+2029) are not allowed. "
+        "Use a path such as /memories/notes.txt."
+    )
+    assert line.value.rule == "line and paragraph separators (U+2028, U+2029) are not allowed"
+
+
+def test_next_line_u0085_is_a_control_character():
+    assert unicodedata.category("\x85") == "Cc"
+    for payload in ("/memories/a\x85b", "/memories/\x85/x.txt", "/memories/x.txt\x85", "/memories/a%C2%85b"):
+        with pytest.raises(InvalidPathError, match="control characters are not allowed"):
+            parse(payload)
 
 
 def test_refusal_is_the_same_whatever_the_offending_name():

@@ -85,6 +85,9 @@ def _check_characters(text: str) -> None:
             raise _refuse("control characters are not allowed")
         if category == "Cf":
             raise _refuse("invisible formatting characters (zero-width, bidi controls) are not allowed")
+        if category in ("Zl", "Zp"):
+            # U+2028 and U+2029: a path is one line in every log and trailer.
+            raise _refuse("line and paragraph separators (U+2028, U+2029) are not allowed")
     if "\\" in text:
         raise _refuse("backslashes are not allowed")
 
