@@ -8,6 +8,10 @@ shown as a terminal would) and compares each command's output with the lines
 under it.  Hex ids of 7 or more characters are wildcards, since encryption is
 randomised; but an id must stand for the same real id everywhere in the guide,
 and an id the guide types into a later command is replaced by the real one.
+
+The guide must hold at any hour and in any time zone: it runs under two faked
+times of day (``GIT_TEST_DATE_NOW``, which git reads instead of its clock) and
+two ``TZ`` values, four runs in all.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
+import pytest
 from conftest import FakeClock
 
 from vaultmem import Vault, VaultMemoryTool, generate_key
@@ -186,8 +192,8 @@ class Ids:
         return HEX.sub(real, command)
 
 
-def doc_environment(tmp_path: Path, key: str) -> dict[str, str]:
-    """A clean environment whose `vaultmem` is this checkout's."""
+def doc_environment(tmp_path: Path, key: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A clean environment whose `vaultmem` is this checkout's, plus ``extra``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(parents=True)
     wrapper = bin_dir / "vaultmem"
@@ -202,18 +208,20 @@ def doc_environment(tmp_path: Path, key: str) -> dict[str, str]:
         "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
         "VAULTMEM_VAULT": "support.vault",
         "VAULTMEM_KEY": key,
+        **(extra or {}),
     }
 
 
-def check_guide(doc: Path, tmp_path: Path) -> list[str]:
-    """Run the guide on a fresh example vault; the mismatches (none when it is true)."""
+def check_guide(doc: Path, tmp_path: Path, extra_env: dict[str, str] | None = None) -> list[str]:
+    """Run the guide on a fresh example vault (``extra_env`` added to its
+    environment); the mismatches (none when it is true)."""
     work = tmp_path / "work"
     work.mkdir(parents=True)
     key = generate_key()
     build_example(work / "support.vault", key)
     steps = console_steps(doc.read_text(encoding="utf-8"))
     ids = Ids()
-    outputs = _run_with_ids(steps, ids, work, doc_environment(tmp_path, key))
+    outputs = _run_with_ids(steps, ids, work, doc_environment(tmp_path, key, extra_env))
     problems: list[str] = []
     for step, actual in zip(steps, outputs, strict=True):
         expected = [line.rstrip() for line in step.expected]
@@ -272,9 +280,64 @@ def _run_with_ids(steps: list[Step], ids: Ids, cwd: Path, env: dict[str, str]) -
     return outputs
 
 
-def test_the_audit_guide_shows_real_output(tmp_path: Path) -> None:
-    problems = check_guide(DOCS / "audit.md", tmp_path)
+# The example's versions were written on 2-5 November 2026; the guide is read later,
+# early in the morning or late in the evening (UTC), in UTC or in Los Angeles.
+NOWS = {"early": "2026-11-10 05:30:00", "late": "2026-11-10 22:45:00"}
+ZONES = ["UTC", "America/Los_Angeles"]
+
+
+def git_reads_a_bare_date_as(day: str, now: float, zone: str) -> int:
+    """What git makes of ``--since=DAY`` (a date without a time) at ``now`` in
+    ``zone``: that day at the current local time of day, in the local zone."""
+    local = datetime.fromtimestamp(now, ZoneInfo(zone))
+    year, month, date = (int(n) for n in day.split("-"))
+    moment = datetime(year, month, date, local.hour, local.minute, local.second, tzinfo=ZoneInfo(zone))
+    return int(moment.timestamp())
+
+
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("now", list(NOWS))
+def test_the_audit_guide_shows_real_output(tmp_path: Path, now: str, zone: str) -> None:
+    faked = {"GIT_TEST_DATE_NOW": str(int(at(NOWS[now]))), "TZ": zone}
+    # the faked clock and zone reach git: it reads a bare date as this run's time of day and zone
+    probe = tmp_path / "probe.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(probe)], check=True)
+    env = {**os.environ, **faked}
+    read = subprocess.run(
+        ["git", "-C", str(probe), "rev-parse", "--since=2026-11-04"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    assert read.strip() == f"--max-age={git_reads_a_bare_date_as('2026-11-04', at(NOWS[now]), zone)}"
+    problems = check_guide(DOCS / "audit.md", tmp_path, faked)
     assert not problems, "\n\n".join(problems)
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_vaultmem_reads_a_time_without_a_zone_as_utc_in_every_zone(tmp_path: Path, zone: str) -> None:
+    """Unlike git, vaultmem's ``--since``/``--until`` do not move with the local
+    zone: a time without a zone is UTC, and a date alone is its midnight (never
+    the current time of day)."""
+    key = generate_key()
+    build_example(tmp_path / "support.vault", key)
+    env = doc_environment(tmp_path, key, {"TZ": zone})
+
+    def log(*args: str) -> str:
+        command = [sys.executable, "-m", "vaultmem", "log", "--actor", "support-bot", *args]
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
+
+    zoned = log("--since", "2026-11-04T00:00:00Z", "--until", "2026-11-04T23:59:59Z")
+    assert [line.split()[1] for line in zoned.splitlines()] == [
+        "2026-11-04T16:21:10Z",
+        "2026-11-04T16:20:40Z",
+        "2026-11-04T16:20:05Z",
+        "2026-11-04T14:30:00Z",
+    ]
+    assert log("--since", "2026-11-04", "--until", "2026-11-04 23:59:59") == zoned
+    assert log("--since", "2026-11-04 00:00", "--until", "2026-11-05") == zoned
+    assert log("--since", "2026-11-04T14:30:00", "--until", "2026-11-04 16:21:10") == zoned
 
 
 def test_the_audit_guide_covers_each_task() -> None:
