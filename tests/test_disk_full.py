@@ -1,0 +1,232 @@
+"""Invariants 2 and 4 when the disk says no: a vault on a full disk, or with a
+folder vaultmem may not write.  A refused call is a clean error, leaves
+nothing behind and never appears later (not after space returns, not after
+another write, not after reopening); opening the vault meanwhile gives a
+clear vaultmem error or a working vault, never a raw OSError.
+
+The full disk is a small tmpfs mounted for the test (the suite runs as root
+here; without permission to mount, these tests are skipped, saying so).  A
+folder is made unwritable with ``chattr +i``: permission bits do not stop
+root, the immutable flag does (no entry may be created, removed or renamed in
+the folder, for every user), and it is cleared again whatever the test does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic.lib.tools import ToolError
+from stockgit_helpers import commit_count, fsck_strict, git_out, leftovers, memory_names, pack_files, rev
+
+from vaultmem import Vault, VaultMemoryTool, generate_key
+from vaultmem.errors import NotFoundError, VaultError
+
+DISK_SIZE = "32m"  # room for a vault and whatever vaultmem preallocates; then filled up
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command here to make a small tmpfs disk")
+    mounted = _run("mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE},mode=0700", "tmpfs", str(mount_point))
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        _run("chattr", "-R", "-i", str(mount_point))
+        if _run("umount", str(mount_point)).returncode != 0:
+            _run("umount", "-l", str(mount_point))
+
+
+def free_bytes(folder: Path) -> int:
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def fill(disk: Path, leave: int) -> None:
+    """Fill the disk with one file, leaving ``leave`` bytes free."""
+    with open(disk / "filler", "ab") as filler:
+        chunk = b"\0" * (1 << 20)
+        remaining = free_bytes(disk) - leave
+        while remaining > 0:
+            remaining -= filler.write(chunk[: min(remaining, len(chunk))])
+    assert free_bytes(disk) <= leave
+
+
+@contextlib.contextmanager
+def immutable(folder: Path) -> Iterator[None]:
+    """No entry of ``folder`` may be created, removed or renamed, even by root."""
+    made = _run("chattr", "+i", str(folder))
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i is not supported on this filesystem: {made.stderr.strip()}")
+    try:
+        probe = folder / "probe"
+        with pytest.raises(PermissionError):
+            probe.touch()
+        yield
+    finally:
+        _run("chattr", "-i", str(folder))
+
+
+def text_of(size: int, n: int) -> str:
+    line = f"note {n}: the customer prefers email over phone calls.\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+def open_or_clear_error(path: Path, key: str, expected: dict[str, str]) -> None:
+    """Vault.open gives a working vault (its files read back) or a vaultmem error."""
+    try:
+        vault = Vault.open(path, key=key)
+    except VaultError as err:
+        assert str(err).startswith("Error:"), str(err)
+        return
+    except OSError as err:
+        pytest.fail(f"Vault.open raised a raw {type(err).__name__}: {err}")
+    for file_path, text in expected.items():
+        assert vault.read(file_path) == text
+    VaultMemoryTool(vault, actor="reader").call({"command": "view", "path": "/memories"})
+    vault.close()
+
+
+def library_refusal(write: Callable[[], Any]) -> VaultError:
+    """The library refuses with its own error family, never a raw OSError."""
+    try:
+        write()
+    except VaultError as err:
+        return err
+    except OSError as err:
+        pytest.fail(f"the library raised a raw {type(err).__name__}: {err}")
+    pytest.fail("the write was not refused")
+
+
+def assert_refused_change_never_appears(
+    path: Path, key: str, tool: VaultMemoryTool, written: dict[str, str], refused: str
+) -> None:
+    """Space or permission is back: the refused path is absent now, after another write and after reopening."""
+    assert refused not in memory_names(path)
+    reopened = Vault.open(path, key=key)
+    with pytest.raises(NotFoundError):
+        reopened.read(refused)
+    assert memory_names(path) == sorted(written)
+    tool.call({"command": "create", "path": "/memories/after.txt", "file_text": "after\n"})
+    written = {**written, "/memories/after.txt": "after\n"}
+    assert memory_names(path) == sorted(written)
+    reopened = Vault.open(path, key=key)
+    for file_path, text in written.items():
+        assert reopened.read(file_path) == text
+    with pytest.raises(NotFoundError):
+        reopened.read(refused)
+    assert commit_count(path) == len(written)
+    fsck_strict(path)
+    report = reopened.verify()
+    assert report.ok, report.findings
+
+
+# -- a full disk ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operator_gc", [False, True], ids=["plain", "after-git-gc"])
+@pytest.mark.parametrize("size", [40, 3000])
+@pytest.mark.parametrize("pages", [1, 2, 3])
+def test_a_write_refused_on_a_full_disk_never_comes_back(
+    small_disk: Path, pages: int, size: int, operator_gc: bool
+) -> None:
+    key = generate_key()
+    path = small_disk / "agent.vault"
+    vault = Vault.init(path, key=key)
+    tool = VaultMemoryTool(vault, actor="agent", session="full-disk")
+    written: dict[str, str] = {}
+    for n in range(3):
+        written[f"/memories/early/{n}.txt"] = text_of(size, n)
+        tool.call(
+            {"command": "create", "path": f"/memories/early/{n}.txt", "file_text": written[f"/memories/early/{n}.txt"]}
+        )
+    if operator_gc:  # an operator ran git gc: main is in packed-refs, the objects in one pack
+        git_out(path, "gc", "--quiet")
+    fill(small_disk, pages * os.statvfs(small_disk).f_frsize)
+
+    refused = message = None
+    for n in range(100):
+        file_path, text = f"/memories/full/{n}.txt", text_of(size, 100 + n)
+        vault.close()  # lets upkeep after the last write finish, so what changes now is this call's
+        packs, head = pack_files(path), rev(path, "refs/heads/main")
+        try:
+            tool.call({"command": "create", "path": file_path, "file_text": text})
+        except ToolError as err:
+            refused, message = file_path, str(err.content)
+            break
+        written[file_path] = text
+    vault.close()
+    assert refused is not None and message is not None, "the disk never filled up"
+    assert message.startswith("Error:"), message
+    assert rev(path, "refs/heads/main") == head
+    assert refused not in memory_names(path)
+    left_behind = leftovers(path) + sorted(pack_files(path) - packs)  # reported last, after the worse defects
+
+    open_or_clear_error(path, key, written)  # while the disk is still full
+    (small_disk / "filler").unlink()
+    assert_refused_change_never_appears(path, key, tool, written, refused)
+    assert left_behind == [], "the refused call left files behind"
+
+
+def test_a_library_write_refused_on_a_full_disk_raises_a_vault_error(small_disk: Path, tmp_path: Path) -> None:
+    key = generate_key()
+    path = small_disk / "agent.vault"
+    vault = Vault.init(path, key=key)
+    tool = VaultMemoryTool(vault, actor="agent")
+    tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a\n"})
+    source = tmp_path / "sdk-memory"
+    (source / "memories").mkdir(parents=True)
+    (source / "memories" / "big.txt").write_text(text_of(60_000, 1))
+    fill(small_disk, os.statvfs(small_disk).f_frsize)
+    vault.close()  # lets upkeep after the last write finish, so what changes now is this call's
+    packs, head = pack_files(path), rev(path, "refs/heads/main")
+
+    err = library_refusal(lambda: vault.import_folder(source, actor="importer"))
+    vault.close()
+    assert str(err).startswith("Error:"), str(err)
+    assert rev(path, "refs/heads/main") == head
+    left_behind = leftovers(path) + sorted(pack_files(path) - packs)
+    open_or_clear_error(path, key, {"/memories/a.txt": "a\n"})
+    (small_disk / "filler").unlink()
+    assert_refused_change_never_appears(path, key, tool, {"/memories/a.txt": "a\n"}, "/memories/big.txt")
+    assert left_behind == [], "the refused call left files behind"
+
+
+# -- folders vaultmem may not write --------------------------------------------------------
+
+
+@pytest.mark.parametrize("folder", ["refs/heads", "objects/pack"])
+def test_a_write_refused_in_an_unwritable_folder_never_comes_back(
+    folder: str, vault: Vault, vault_path: Path, key: str, tool: VaultMemoryTool
+) -> None:
+    tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a\n"})
+    written = {"/memories/a.txt": "a\n"}
+    vault.close()  # lets upkeep after the write finish, so what changes now is the refused calls'
+    packs, head = pack_files(vault_path), rev(vault_path, "refs/heads/main")
+    with immutable(vault_path / folder):
+        with pytest.raises(ToolError) as refused:
+            tool.call({"command": "create", "path": "/memories/b.txt", "file_text": "b\n"})
+        assert str(refused.value.content).startswith("Error:"), refused.value.content
+        open_or_clear_error(vault_path, key, written)
+        err = library_refusal(lambda: vault.undo(actor="operator"))
+        assert str(err).startswith("Error:"), str(err)
+        assert rev(vault_path, "refs/heads/main") == head
+        vault.close()
+    left_behind = leftovers(vault_path) + sorted(pack_files(vault_path) - packs)
+    assert_refused_change_never_appears(vault_path, key, tool, written, "/memories/b.txt")
+    assert left_behind == [], "the refused calls left files behind"
