@@ -24,7 +24,7 @@ from typing import Any
 HERE = Path(__file__).resolve()
 
 # The steps of a write to any ref, as ``vaultmem.commits.on_step`` names them.
-STEPS = ("locked", "ref-locked", "kept", "packed", "indexed", "moved", "unkept", "journaled", "durable")
+STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-locked", "moved", "unkept")
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "operator",
