@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -367,4 +368,32 @@ def test_closing_a_vault_releases_its_descriptors_and_it_still_writes(vault: Vau
     vault.close()
     assert open_in(vault_path) == []
     tool.call({"command": "create", "path": "/memories/b.txt", "file_text": "b"})
+    assert commit_count(vault_path) == 2
+
+
+def test_a_child_forked_while_upkeep_holds_the_lock_still_writes(vault: Vault, vault_path: Path, key: str) -> None:
+    """A process that forks (a preloading server, multiprocessing) while the
+    vault's background upkeep holds the writer lock gets a usable vault."""
+    tool = VaultMemoryTool(vault, actor="parent")
+    tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
+    with vault._lock.hold():  # as the upkeep thread would, at the moment of the fork
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                child = VaultMemoryTool(vault, actor="child")
+                child.call({"command": "create", "path": "/memories/child.txt", "file_text": "c"})
+                code = 0
+            finally:
+                os._exit(code)
+    # Released: the child now waits only for the flock, never for a mutex nobody will release.
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child hung on the writer lock")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert vault.read("/memories/child.txt") == "c"
     assert commit_count(vault_path) == 2

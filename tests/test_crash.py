@@ -20,7 +20,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from conftest import commit_count, git
 
-from vaultmem import Vault, VaultMemoryTool, commits, journal
+from vaultmem import Vault, VaultMemoryTool, commits, journal, upkeep
 from vaultmem.errors import BusyError
 
 TESTS = Path(__file__).resolve().parent
@@ -584,13 +584,40 @@ def test_journal_records_round_trip_and_reject_damage(tmp_path: Path) -> None:
 def test_the_journal_starts_a_new_pass_when_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Records never run past the file: when one does not fit, everything is
     covered and the next pass starts at the top; stale records are never read."""
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)  # only the journal's own wrap checkpoints
+    monkeypatch.setattr(upkeep, "EVERY", 10**6)
     key = __import__("vaultmem").generate_key()
     vault = Vault.init(tmp_path / "v", key=key)
     tool = VaultMemoryTool(vault, actor="t")
     text = "x" * 90_000
     for i in range(120):  # about 15 MB through an 8 MB journal
         tool.call({"command": "create", "path": f"/memories/f{i}.txt", "file_text": text + str(i)})
-    j = journal.Journal(tmp_path / "v")
-    assert len(j.pending()) < 120
+    moves = journal.Journal(tmp_path / "v").pending()
+    assert 0 < len(moves) < 120
+    assert moves[-1].new.hex() == git(tmp_path / "v", "rev-parse", "main").strip()  # the newest is found
     assert Vault.open(tmp_path / "v", key=key).read("/memories/f119.txt") == text + "119"
+    fsck_clean(tmp_path / "v")
+
+
+def test_a_move_larger_than_the_journal_is_synced_in_place_and_repaired(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import bigger than the journal: its pack is synced where it is and
+    only the ref move is journaled; after a power cut the move is repaired."""
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)  # no checkpoint before the test looks
+    vault = Vault.init(tmp_path / "v", key=key)
+    source = tmp_path / "memory" / "memories"
+    source.mkdir(parents=True)
+    for i in range(80):
+        (source / f"f{i}.txt").write_text(f"{i:03d}" * 33_000)  # 80 files of 99 KB: over 8 MB of ciphertext
+    vault.import_folder(tmp_path / "memory")
+    head = git(tmp_path / "v", "rev-parse", "main").strip()
+    [move] = [m for m in journal.Journal(tmp_path / "v").pending() if m.ref == "refs/heads/main"]
+    assert move.pack == b"" and move.new.hex() == head
+    (tmp_path / "v" / "refs" / "heads" / "main").unlink()  # the ref move lost; the synced pack kept
+    power_cut(monkeypatch)
+    reopened = Vault.open(tmp_path / "v", key=key)
+    assert reopened.read("/memories/f79.txt") == "079" * 33_000
+    VaultMemoryTool(reopened, actor="n").call({"command": "create", "path": "/memories/n.txt", "file_text": "n"})
+    assert git(tmp_path / "v", "rev-parse", "main^").strip() == head
     fsck_clean(tmp_path / "v")

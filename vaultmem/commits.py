@@ -346,7 +346,14 @@ class CommitPath:
                 self.checkpoint(restart=True)
             return self.journal.append(move, between=lambda: _step("journaled"))
         except JournalFullError:
-            self._install(pack, sync=True)
+            stem = os.path.join(self.pack_dir, f"pack-{pack.name}")
+            for suffix in (".pack", ".idx"):  # installed already: sync it where it is
+                fd = os.open(stem + suffix, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            _sync_dir(self.pack_dir)
             small = Move(0, move.ref, move.old, move.new, move.epoch, b"")
             if not self.journal.room(len(small.encode())):
                 self.checkpoint(restart=True)

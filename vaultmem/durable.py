@@ -108,6 +108,11 @@ class WriterLock:
         with self._mutex:
             self._drop()
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh mutex (another thread of the parent may
+        have held this one), and the lock file is opened again on first use."""
+        self._mutex = threading.Lock()
+
     def write_intent(self, intent: Intent) -> None:
         """Record what the holder is about to create (the lock must be held).
         Written in place, never truncated, and checksummed: stale bytes after

@@ -374,7 +374,10 @@ class Journal:
         if restart:
             datasync(fd)
         self._header = new
-        self._find_end(fd)
+        if restart:
+            self._end, self._seq = HEADER, new.next_seq  # the next pass starts at the top
+        else:
+            self._find_end(fd)
 
     def checkpointed(self) -> int:
         fd = self._open(create=True)

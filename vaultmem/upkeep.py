@@ -128,7 +128,10 @@ class Upkeep:
 
 
 def _after_fork() -> None:
+    """A forked child has no upkeep thread, and must not inherit a writer-lock
+    mutex that the parent's thread held at the fork."""
     for upkeep in list(_ALL):
+        upkeep.lock.reset_after_fork()
         upkeep._thread = None
         upkeep._wake = threading.Condition()
         upkeep._redundant = []
