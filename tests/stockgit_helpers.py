@@ -356,7 +356,6 @@ def _gitloop(go: str, kind: str, vault: str, work: str, seconds: float, limit: i
 def _die(go: str, vault: str, step: str, path: str) -> None:
     """A writer killed (as by SIGKILL: no cleanup, no buffers flushed) at one step of its write."""
     import vaultmem.commits as commits
-
     from vaultmem import Vault, VaultMemoryTool
 
     tool = VaultMemoryTool(Vault.open(vault), actor="killed", session=f"killed-at-{step}")

@@ -12,6 +12,7 @@ read writes nothing.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -389,7 +390,7 @@ def test_every_ref_write_goes_through_the_steps_of_the_one_commit_path(
         at = {step: seen.index(step) for step in STEPS}
         # The order docs/format.md gives: objects protected and in place, the
         # record durable, and only then the ref moved and the protection lifted.
-        for earlier, later in zip(STEPS, STEPS[1:], strict=False):
+        for earlier, later in itertools.pairwise(STEPS):
             assert at[earlier] < at[later], f"{name}: {earlier} after {later} in {seen}"
 
 
