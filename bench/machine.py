@@ -54,6 +54,21 @@ def io_pressure() -> str | None:
     return None
 
 
+def io_stall(pressure: Path = Path("/proc/pressure/io")) -> float | None:
+    """Seconds, since boot, in which some task waited for I/O (the ``some``
+    line's ``total``, in microseconds), if the kernel reports it: the
+    difference over an interval is how much of it the disk held someone up."""
+    try:
+        with open(pressure) as lines:
+            for line in lines:
+                if line.startswith("some "):
+                    found = re.search(r"total=([0-9]+)", line)
+                    return int(found.group(1)) / 1e6 if found else None
+    except OSError:
+        pass
+    return None
+
+
 def ext4_journal(device: str, fstype: str, jbd2: Path = Path("/proc/fs/jbd2")) -> str | None:
     """Whether an ext3/ext4 file system keeps a journal (the kernel lists each
     journal in /proc/fs/jbd2 as ``<device>-<inode>``); None for other file

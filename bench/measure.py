@@ -9,12 +9,14 @@ import resource
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backends import BODY, BenchError, folder_path, memory_path
+from busy import BusyDisk, BusyReport
+from machine import io_stall
 
 from vaultmem import Vault, VaultMemoryTool
 from vaultmem.progress import ProgressBar
@@ -110,23 +112,81 @@ def make_call(command: str, tag: str, i: int, k: int, files: int) -> Call:
     raise ValueError(f"unknown command {command!r}")
 
 
+QUIET, BUSY = "quiet", "busy"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One backend against another on the same calls: the median of the
+    per-call ratios (call ``i`` on one over call ``i`` on the other), the
+    lowest and highest of the rounds' own medians of them, and the ratio of
+    the two sides' p99s (each over all rounds pooled)."""
+
+    median: float
+    round_low: float
+    round_high: float
+    p99: float
+    count: int
+
+
+def paired(num: Sequence[Sequence[float]], den: Sequence[Sequence[float]]) -> Paired:
+    """``num`` against ``den``, both lists of rounds of the same calls in the same order."""
+    if [len(r) for r in num] != [len(r) for r in den]:
+        raise ValueError("paired samples must be the same calls")
+    per_round = [[a / b for a, b in zip(rn, rd, strict=True)] for rn, rd in zip(num, den, strict=True)]
+    pooled = [r for ratios in per_round for r in ratios]
+    medians = [statistics.median(ratios) for ratios in per_round if ratios]
+    p99 = percentile([s for r in num for s in r], 99) / percentile([s for r in den for s in r], 99)
+    return Paired(statistics.median(pooled), min(medians), max(medians), p99, len(pooled))
+
+
+@dataclass(frozen=True)
+class RoundDisk:
+    """The disk during one recorded round: its wall time, and how long some
+    task waited for I/O meanwhile (/proc/pressure/io, None where not reported)."""
+
+    scenario: str
+    seconds: float
+    stalled: float | None
+
+
 @dataclass
 class Sweep:
-    """Every timed call of one configuration: ``samples[command][backend]``
-    is a list of rounds, each a list of seconds."""
+    """Every timed call of one configuration: ``samples[scenario][command][backend]``
+    is a list of rounds, each a list of seconds, call ``i`` of a round being
+    the same call on every backend."""
 
     label: str
     files: int
     backends: list[str]
-    samples: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
+    scenarios: list[str]
+    samples: dict[str, dict[str, dict[str, list[list[float]]]]] = field(default_factory=dict)
     mutations: int = 0  # commits each vault gained during the sweep
     cut: set[str] = field(default_factory=set)  # backends whose folder listings were cut at their view cap
+    writers: list[BusyReport] = field(default_factory=list)  # the busy writer of each busy round
+    disk: list[RoundDisk] = field(default_factory=list)
 
-    def summary(self, command: str, backend: str) -> Summary:
-        return summarize(self.samples[command][backend])
+    def summary(self, command: str, backend: str, scenario: str = QUIET) -> Summary:
+        return summarize(self.samples[scenario][command][backend])
 
-    def median(self, command: str, backend: str) -> float:
-        return self.summary(command, backend).median
+    def median(self, command: str, backend: str, scenario: str = QUIET) -> float:
+        return self.summary(command, backend, scenario).median
+
+    def paired(self, command: str, backend: str, against: str, scenario: str = QUIET) -> Paired:
+        """``backend`` against ``against`` on the same calls."""
+        table = self.samples[scenario][command]
+        return paired(table[backend], table[against])
+
+    def calls(self, scenario: str = QUIET) -> int:
+        """Recorded calls per command per backend in ``scenario``."""
+        return sum(len(r) for r in self.samples[scenario][COMMANDS[0]][self.backends[0]])
+
+    def stall_share(self, scenario: str) -> float | None:
+        """The share of ``scenario``'s rounds' time in which some task waited for I/O."""
+        rounds = [d for d in self.disk if d.scenario == scenario]
+        if not rounds or any(d.stalled is None for d in rounds):
+            return None
+        return sum(d.stalled or 0.0 for d in rounds) / sum(d.seconds for d in rounds)
 
 
 def timed_call(name: str, tool: Any, call: Call) -> tuple[float, str]:
@@ -150,33 +210,63 @@ def run_sweep(
     calls: int,
     warmup: int,
     log: Log,
+    busy: Callable[[], BusyDisk] | None = None,
+    calm: float = 0.0,
 ) -> Sweep:
-    """``rounds`` rounds; in each, ``calls`` calls per command, each made on
-    every backend in turn, so drift in the machine hits all of them alike.
-    A warm-up round of ``warmup`` calls per command comes first, unrecorded."""
-    sweep = Sweep(label, files, [name for name, _ in backends])
-    for command in COMMANDS:
-        sweep.samples[command] = {name: [] for name, _ in backends}
+    """``rounds`` rounds per scenario; in each, ``calls`` calls per command,
+    each made on every backend in turn (in the order given), so a drift in
+    the machine hits them all alike.  With ``busy`` (a factory of busy
+    writers) quiet and busy rounds alternate, the busy ones measured while a
+    writer from ``busy()`` runs; before a quiet round that follows a busy one
+    the disk is synced and left ``calm`` seconds.  A warm-up round of
+    ``warmup`` calls per command comes first, quiet and unrecorded."""
+    scenarios = [QUIET] if busy is None else [QUIET, BUSY]
+    sweep = Sweep(label, files, [name for name, _ in backends], scenarios)
+    for scenario in scenarios:
+        sweep.samples[scenario] = {command: {name: [] for name, _ in backends} for command in COMMANDS}
     started = time.perf_counter()
-    plan = [("warm", warmup, False)] + [(str(r), calls, True) for r in range(rounds)]
-    for number, (tag, count, recorded) in enumerate(plan):
-        for command in RUN_ORDER:
-            taken: dict[str, list[float]] = {name: [] for name, _ in backends}
-            for i in range(count):
-                call = make_call(command, tag, i, (number - 1) * calls + i if recorded else i, files)
-                for name, tool in backends:
-                    elapsed, result = timed_call(name, tool, call)
-                    taken[name].append(elapsed)
-                    if command == "view dir" and CUT in result:
-                        sweep.cut.add(name)
-            if recorded:
-                for name, samples in taken.items():
-                    sweep.samples[command][name].append(samples)
-            if command in MUTATING:
-                sweep.mutations += count
+    plan = [("warm", QUIET, warmup, False)]
+    plan += [(f"{scenario[0]}{r}", scenario, calls, True) for r in range(rounds) for scenario in scenarios]
+    for number, (tag, scenario, count, recorded) in enumerate(plan):
+        if scenario == QUIET and number > 0 and plan[number - 1][1] == BUSY:
+            os.sync()
+            time.sleep(calm)
+        writer = busy() if scenario == BUSY and busy is not None else None
+        with writer if writer is not None else nullcontext():
+            clock, stall = time.perf_counter(), io_stall()
+            taken = {
+                command: run_round(sweep, backends, command, tag, count, (number - 1) * calls, files)
+                for command in RUN_ORDER
+            }
+            stall_end, seconds = io_stall(), time.perf_counter() - clock
+        if writer is not None and writer.report is not None:
+            sweep.writers.append(writer.report)
         if recorded:
-            log(f"  {label}: round {number}/{rounds} done, {time.perf_counter() - started:.0f} s")
+            stalled = None if stall is None or stall_end is None else stall_end - stall
+            sweep.disk.append(RoundDisk(scenario, seconds, stalled))
+            for command, by_backend in taken.items():
+                for name, samples in by_backend.items():
+                    sweep.samples[scenario][command][name].append(samples)
+            done = sum(1 for entry in plan[1 : number + 1] if entry[1] == scenario)
+            log(f"  {label}: {scenario} round {done}/{rounds} done, {time.perf_counter() - started:.0f} s")
+        sweep.mutations += count * len(MUTATING)
     return sweep
+
+
+def run_round(
+    sweep: Sweep, backends: Sequence[tuple[str, Any]], command: str, tag: str, count: int, base: int, files: int
+) -> dict[str, list[float]]:
+    """``count`` calls of ``command``, each on every backend in turn; the
+    ``i``-th edit or view goes to file ``base + i`` (modulo ``files``)."""
+    taken: dict[str, list[float]] = {name: [] for name, _ in backends}
+    for i in range(count):
+        call = make_call(command, tag, i, max(base, 0) + i, files)
+        for name, tool in backends:
+            elapsed, result = timed_call(name, tool, call)
+            taken[name].append(elapsed)
+            if command == "view dir" and CUT in result:
+                sweep.cut.add(name)
+    return taken
 
 
 # -- whole-history operations --------------------------------------------------

@@ -1,6 +1,6 @@
 """docs/benchmarks.png: median latency per command against history length
-(left) and against memory size (right); vaultmem solid, durable SDK dashed,
-one colour per command."""
+(left) and against memory size (right), on a quiet disk; vaultmem solid, the
+SDK's own tool dashed, one colour per command."""
 
 from __future__ import annotations
 
@@ -71,9 +71,9 @@ def draw(results: Results, path: Path) -> None:
     right.set_xlabel("files in the memory (log scale)")
     handles, labels = left.get_legend_handles_labels()
     handles += [Line2D([], [], color="black", linestyle="-"), Line2D([], [], color="black", linestyle="--")]
-    labels += ["vaultmem", "SDK (durable)"]
+    labels += ["vaultmem", "SDK"]
     fig.legend(handles, labels, loc="center right", frameon=False)
-    fig.suptitle("vaultmem vs the SDK's filesystem memory tool: median latency per call")
+    fig.suptitle("vaultmem vs the SDK's filesystem memory tool: median latency per call, quiet disk")
     fig.tight_layout(rect=(0, 0, 0.88, 1))
     fig.savefig(path, dpi=DPI)
     plt.close(fig)

@@ -3,9 +3,11 @@
     python bench/run.py                       # full run: rewrites docs/benchmarks.md and docs/benchmarks.png
     python bench/run.py --quick --out DIR     # tiny sizes, to check the benchmark: DIR/benchmarks.{md,png}
 
-Run it from the project root on a quiet machine; the full run builds vaults of
-up to 100,000 commits and takes several minutes.  Vaults are built in a work
-folder on the same disk (default: a temporary folder under the current
+Run it from the project root on an otherwise quiet machine: the run makes the
+disk busy itself, in its busy rounds (bench/busy.py).  The full run builds
+vaults of up to 100,000 commits and takes about 13 minutes on a 2-CPU machine,
+most of it building; --keep saves that the next time.  Vaults are built in a
+work folder on the same disk (default: a temporary folder under the current
 directory, removed at the end); --keep keeps the built vaults there, and a
 later run with the same --work reuses each one after checking it.
 
@@ -29,9 +31,10 @@ from typing import Any
 import plot
 from anthropic.tools import BetaLocalFilesystemMemoryTool
 from backends import BenchError, BuiltVault, DurableSDK, VaultStore, build_vault, write_memory_folder
+from busy import BusyDisk, BusyError, unpaced
 from machine import io_pressure, machine
 from measure import OpenTime, PeakMemory, Sweep, history_ops, run_sweep, time_opens
-from report import SDK, STOCK, VAULT, Results, render, vault_at
+from report import DURABLE, SDK, VAULT, BusySettings, Results, printed, render, vault_at
 
 from vaultmem import Vault, VaultMemoryTool
 
@@ -40,12 +43,18 @@ FULL: dict[str, Any] = {
     "sizes": [10, 1000, 10000],
     "histories": [100, 10000, 100000],
     "history_files": 1000,
-    "rounds": 5,
-    "calls": 50,
-    "warmup": 5,
+    "rounds": 4,  # per scenario: 4 quiet and 4 busy rounds, alternating
+    "calls": 100,  # 400 calls per command per scenario, enough for a p99 (the fifth slowest)
+    "warmup": 10,
     "repeats": 5,
     "opens": 20,
     "settle": 30.0,
+    "busy_rate": 64.0,  # MB/s
+    "busy_chunk": (1.0, 4.0),  # MB
+    "busy_cap": 64.0,  # MB
+    "calm": 1.0,  # seconds
+    "probe": 3.0,  # seconds of the writer unpaced, to see what the disk syncs
+    "history_calls": 50,  # the history sweep: rounds x 50 calls per command, quiet only
 }
 QUICK: dict[str, Any] = {
     "sizes": [3, 10],
@@ -57,7 +66,14 @@ QUICK: dict[str, Any] = {
     "repeats": 2,
     "opens": 3,
     "settle": 0.0,
+    "busy_rate": 8.0,
+    "busy_chunk": (0.25, 0.5),
+    "busy_cap": 2.0,
+    "calm": 0.0,
+    "probe": 0.3,
+    "history_calls": 3,
 }
+BUSY_SECONDS = 900.0  # no busy round lasts this long: a writer still running then stops by itself
 
 
 def log(line: str) -> None:
@@ -85,14 +101,27 @@ def positive(text: str) -> int:
     return value
 
 
+def rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected a number of MB/s, got {text!r}") from err
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected more than 0 MB/s, got {text!r}")
+    return value
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python bench/run.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", default="docs", help="folder for benchmarks.md and benchmarks.png (default: docs)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the benchmark (seconds)")
-    parser.add_argument("--rounds", type=positive, help="rounds per configuration (default 5; quick 2)")
-    parser.add_argument("--calls", type=positive, help="calls per command per round (default 50; quick 3)")
+    parser.add_argument("--rounds", type=positive, help="rounds per scenario, quiet and busy (default 4; quick 2)")
+    parser.add_argument("--calls", type=positive, help="calls per command per round (default 100; quick 3)")
+    parser.add_argument(
+        "--busy-rate", type=rate, help="MB/s the busy writer writes and syncs during busy rounds (default 64)"
+    )
     parser.add_argument("--sizes", type=counts, help="memory sizes in files (default 10,1000,10000)")
     parser.add_argument(
         "--histories", type=counts, help="history lengths in commits, at least two (default 100,10000,100000)"
@@ -150,16 +179,24 @@ class Bench:
             return build_vault(dest, self.source(files), files, commits, log)
 
     def sdks(self, role: str, files: int) -> list[tuple[str, Any]]:
-        durable, stock = self.run / f"sdk-{role}-f{files}", self.run / f"stock-sdk-{role}-f{files}"
-        write_memory_folder(durable, files)
+        """The SDK's tool and the durable SDK, in that order, each on its own copy."""
+        stock, durable = self.run / f"sdk-{role}-f{files}", self.run / f"durable-sdk-{role}-f{files}"
         write_memory_folder(stock, files)
-        return [(SDK, DurableSDK(str(durable))), (STOCK, BetaLocalFilesystemMemoryTool(base_path=str(stock)))]
+        write_memory_folder(durable, files)
+        return [(SDK, BetaLocalFilesystemMemoryTool(base_path=str(stock))), (DURABLE, DurableSDK(str(durable)))]
 
-    def sweep(self, label: str, backends: list[tuple[str, Any]], files: int) -> Sweep:
+    def busy(self) -> BusyDisk:
+        """A busy writer in the run's folder, on the disk the backends use."""
         a = self.args
-        log(f"timing {label}: {a.rounds} rounds x {a.calls} calls per command on {len(backends)} backends")
+        return BusyDisk(self.run, a.busy_rate, a.busy_chunk, a.busy_cap, BUSY_SECONDS)
+
+    def sweep(self, label: str, backends: list[tuple[str, Any]], files: int, busy: bool) -> Sweep:
+        a = self.args
+        kind, calls = ("quiet and busy", a.calls) if busy else ("quiet", a.history_calls)
+        log(f"timing {label}: {a.rounds} {kind} rounds x {calls} calls per command on {len(backends)} backends")
         with self.memory.phase(f"command sweep, {label}"):
-            return run_sweep(label, backends, files, a.rounds, a.calls, a.warmup, log)
+            factory = self.busy if busy else None
+            return run_sweep(label, backends, files, a.rounds, calls, a.warmup, log, factory, a.calm)
 
     def measure(self) -> Results:
         a = self.args
@@ -170,6 +207,9 @@ class Bench:
         by_history = {h: self.vault("history", a.history_files, h) for h in a.histories}
         size_sdks = {n: self.sdks("size", n) for n in a.sizes}
         history_sdks = self.sdks("history", a.history_files)
+        log(f"what the disk syncs: the busy writer unpaced for {a.probe:g} s")
+        disk = unpaced(self.run, a.probe, a.busy_chunk, a.busy_cap)
+        log(f"  {disk.achieved:,.0f} MB/s")
         settle(a.settle)
         pressure_measure = io_pressure()
 
@@ -185,12 +225,12 @@ class Bench:
         for n, built in by_size.items():
             with Vault.open(built.path, key=built.key) as vault:
                 tool = VaultMemoryTool(vault, actor="bench", session="bench")
-                size_sweeps.append(self.sweep(f"{n:,} files", [*size_sdks[n], (VAULT, tool)], n))
+                size_sweeps.append(self.sweep(f"{n:,} files", [(VAULT, tool), *size_sdks[n]], n, busy=True))
 
         vaults = {h: Vault.open(built.path, key=built.key) for h, built in by_history.items()}
         try:
             tools = [(vault_at(h), VaultMemoryTool(v, actor="bench", session="bench")) for h, v in vaults.items()]
-            history_sweep = self.sweep("history lengths", [*history_sdks, *tools], a.history_files)
+            history_sweep = self.sweep("history lengths", [*tools, *history_sdks], a.history_files, busy=False)
             log(f"whole-history operations at {longest:,} commits")
             ops = history_ops(vaults[longest], a.history_files, longest, a.repeats, self.memory)
         finally:
@@ -206,6 +246,9 @@ class Bench:
             repeats=a.repeats,
             open_repeats=a.opens,
             machine=machine(self.run),
+            busy=BusySettings(a.busy_rate, a.busy_chunk, a.busy_cap, a.calm),
+            disk=disk,
+            history_calls=a.history_calls,
             pressure_start=pressure_start,
             pressure_measure=pressure_measure,
             started=started,
@@ -238,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     store = VaultStore(work / "vaults") if args.keep else None
     try:
         results = Bench(args, run, store).measure()
-    except BenchError as err:
+    except (BenchError, BusyError) as err:
         print(f"bench/run.py: {err}", file=sys.stderr)
         return 1
     finally:
@@ -251,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "benchmarks.md").write_text(render(results), encoding="utf-8")
     plot.draw(results, out / "benchmarks.png")
+    for line in printed(results):
+        log(line)
     log(f"wrote {out / 'benchmarks.md'} and {out / 'benchmarks.png'}")
     return 0
 
