@@ -21,7 +21,7 @@ from anthropic.lib.tools import ToolError
 from conftest import commit_count, git
 
 from vaultmem import Vault, VaultMemoryTool, commits, journal, upkeep
-from vaultmem.errors import BusyError
+from vaultmem.errors import BusyError, IntegrityError
 
 TESTS = Path(__file__).resolve().parent
 
@@ -621,3 +621,24 @@ def test_a_move_larger_than_the_journal_is_synced_in_place_and_repaired(
     VaultMemoryTool(reopened, actor="n").call({"command": "create", "path": "/memories/n.txt", "file_text": "n"})
     assert git(tmp_path / "v", "rev-parse", "main^").strip() == head
     fsck_clean(tmp_path / "v")
+
+
+def test_a_garbled_main_after_a_checkpoint_is_repaired_from_the_journal(
+    vault: Vault, vault_path: Path, key: str, call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a file-system journal, a power cut can keep `main`'s name and
+    lose its data even after a checkpoint: reads say so clearly, and the next
+    write takes the newest move the journal still holds."""
+    call(command="create", path="/memories/a.txt", file_text="a")
+    call(command="create", path="/memories/b.txt", file_text="b")
+    head = git(vault_path, "rev-parse", "main").strip()
+    vault.close()  # a checkpoint covers both writes
+    assert journal.Journal(vault_path).pending() == []
+    (vault_path / "refs" / "heads" / "main").write_bytes(b"\0" * 41)
+    power_cut(monkeypatch)
+    reader = Vault.open(vault_path, key=key)
+    with pytest.raises(IntegrityError, match="does not hold a commit id"):
+        reader.read("/memories/a.txt")
+    VaultMemoryTool(reader, actor="n").call({"command": "create", "path": "/memories/c.txt", "file_text": "c"})
+    assert git(vault_path, "rev-parse", "main^").strip() == head
+    fsck_clean(vault_path)

@@ -50,6 +50,9 @@ STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-loc
 KEEP_MARKER = "keep"
 _HEX = frozenset(b"0123456789abcdef")
 
+MAIN_REF = "refs/heads/main"
+EXTRA_REFS = ("refs/heads/vaultmem-keyring", "refs/heads/vaultmem-policy")
+
 on_step: Callable[[str], None] | None = None  # tests run stock git at a named step
 
 
@@ -399,15 +402,16 @@ class CommitPath:
             if self._our_lock(lock_path):
                 os.unlink(lock_path)
             journaled = next((m for m in self.journal.pending() if m.new == new and m.ref == intent.ref), None)
+            current = _safe_read(self.gitdir, intent.ref)  # garbled by a power cut: the repair decides
             if journaled is not None:
                 old = None if journaled.old == ZERO else journaled.old
-                if self._current(intent.ref) == old:
+                if current == old and current != DAMAGED_REF:
                     with contextlib.suppress(RefMoved):
                         self._move(intent.ref, old, new)  # durable already: finish it
             keep = os.path.join(self.pack_dir, f"pack-{intent.pack}.keep")
             if self._is_our_keep(keep):
                 os.unlink(keep)
-                if journaled is None and self._current(intent.ref) != new:  # never acknowledged, nothing refers to it
+                if journaled is None and current not in (new, DAMAGED_REF):  # never acknowledged, unreferenced
                     objects.remove_pack(Path(os.path.join(self.pack_dir, f"pack-{intent.pack}.pack")))
         for leftover in self.state.glob("tmp-*"):  # only vaultmem writes in its state folder
             with contextlib.suppress(OSError):
@@ -427,6 +431,7 @@ class CommitPath:
         and its ref if the ref still holds the move's old id (or is damaged)."""
         moves = [m for m in self.journal.pending() if m.epoch != self.epoch]
         if not moves:
+            self._repair_garbled_refs()
             return
         for move in moves:
             if move.pack:
@@ -439,6 +444,29 @@ class CommitPath:
             os.rename(path, os.path.join(self.gitdir, ref))
             self._release_template(ref)
         self.checkpoint()
+
+    def _repair_garbled_refs(self) -> None:
+        """A ref that is missing or holds no id although every move is covered
+        (a file system without a journal can lose a file's data, or both names
+        of a rename): the newest move the journal still holds for it, when
+        that move was made before this epoch."""
+        for ref in (MAIN_REF, *EXTRA_REFS):
+            try:
+                if read_ref(self.gitdir, ref) is not None:
+                    continue
+            except Damaged:
+                pass
+            move = self.journal.latest(ref)
+            if move is None or move.epoch == self.epoch:
+                continue
+            if move.pack:
+                self._restore_pack(move.pack)
+            lock_path = os.path.join(self.gitdir, ref + ".lock")
+            if self._our_lock(lock_path):
+                os.unlink(lock_path)
+            path = self._take_ref_lock(ref, move.new)
+            os.rename(path, os.path.join(self.gitdir, ref))
+            self._release_template(ref)
 
     def _restore_pack(self, data: bytes) -> None:
         name = objects.pack_name(data)
@@ -476,8 +504,8 @@ class CommitPath:
 def replay(gitdir: Path, moves: Sequence[Move]) -> dict[str, bytes]:
     """Where each ref must be after ``moves`` of an earlier epoch.  Records are
     synced; git's files are not, so after a power cut a ref may hold any id
-    the journal passed through (or garbage): it then takes the last journaled
-    id.  A ref holding an id the journal never named was moved by someone
+    the journal passed through, garbage, or be missing: it then takes the last
+    journaled id.  A ref holding an id the journal never named was moved by someone
     else after the last record, and is left alone.  Reads only."""
     last: dict[str, bytes] = {}
     seen: dict[str, set[bytes]] = {}
@@ -487,19 +515,25 @@ def replay(gitdir: Path, moves: Sequence[Move]) -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     for ref, target in last.items():
         try:
-            current = read_ref(gitdir, ref) or ZERO
+            current = read_ref(gitdir, ref)
         except Damaged:
             current = None  # a ref file the power cut garbled
+        # Missing counts as garbled: without a file-system journal a power cut
+        # can lose both names of a rename, and the journal knows this ref.
         if current != target and (current is None or current in seen[ref]):
             out[ref] = target
     return out
 
 
+DAMAGED_REF = b"damaged"
+
+
 def _safe_read(gitdir: Path, ref: str) -> bytes | None:
+    """The ref's id, None if missing, DAMAGED_REF if its file holds no id."""
     try:
         return read_ref(gitdir, ref)
     except Damaged:
-        return None
+        return DAMAGED_REF
 
 
 def _holds(lock_path: str, new: bytes) -> bool:

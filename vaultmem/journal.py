@@ -260,8 +260,34 @@ class Journal:
         finally:
             os.close(fd)
 
+    def latest(self, ref: str) -> Move | None:
+        """The newest move of ``ref`` this pass of the journal still holds,
+        covered by a checkpoint or not (for a ref a power cut garbled)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            header = self._read_header(fd)
+            first = _Header(header.count, header.generation, HEADER, self._first_seq(fd, header), 0)
+            moves = self._pending_from(fd, first)
+        finally:
+            os.close(fd)
+        return next((m for m in reversed(moves) if m.ref == ref), None)
+
+    def _first_seq(self, fd: int, header: _Header) -> int:
+        """The sequence number of this pass's first record (read from the record)."""
+        magic, generation, seq, _, _ = _REC.unpack(os.pread(fd, _REC.size, HEADER))
+        return seq if magic == _REC_MAGIC and generation == header.generation else header.next_seq
+
     def _pending(self, fd: int) -> list[Move]:
         header = self._read_header(fd)
+        moves = self._pending_from(fd, header)
+        if fd == self._fd:
+            self._header = header
+        return moves
+
+    def _pending_from(self, fd: int, header: _Header) -> list[Move]:
         moves: list[Move] = []
         for seq, kind, payload, offset in self._records(fd, header):
             if kind == COMMIT:
@@ -269,8 +295,6 @@ class Journal:
             elif kind == VOID:
                 (voided,) = struct.unpack(">Q", payload)
                 moves = [m for m in moves if m.seq != voided]
-        if fd == self._fd:
-            self._header = header
         return moves
 
     # -- writing -------------------------------------------------------------

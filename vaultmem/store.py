@@ -250,8 +250,14 @@ class Vault:
                 return pygit2.Oid(raw=overlay[1])
             self._overlay = None  # a writer has repaired main (or moved it): the disk is right again
         if raw == DAMAGED:
-            ref = self.repo.references.get(MAIN)  # a symbolic ref, or damage: libgit2 decides
-            return ref.resolve().target if ref is not None else None  # type: ignore[return-value]
+            try:
+                ref = self.repo.references.get(MAIN)  # a symbolic ref, or damage: libgit2 decides
+                return ref.resolve().target if ref is not None else None  # type: ignore[return-value]
+            except (pygit2.GitError, KeyError, ValueError) as err:
+                raise IntegrityError(
+                    "Error: the vault's refs/heads/main does not hold a commit id (a power cut?). The next "
+                    "write repairs it from vaultmem's journal if it can; otherwise run `vaultmem verify`."
+                ) from err
         return pygit2.Oid(raw=raw) if raw is not None else None
 
     def _load_overlay(self) -> None:
