@@ -8,10 +8,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import InvalidPathError, NotFoundError, Vault, VaultError, VaultMemoryTool
+from vaultmem.history import format_message, parse_trailers
+from vaultmem.paths import MemoryPath
 
 UTC = timezone.utc
 
@@ -555,3 +558,45 @@ def test_listing_at_an_old_version(vault: Vault, vault_path: Path, tree: str, ca
     ]
     with pytest.raises(NotFoundError):
         vault.listing("/memories/notes")
+
+
+# -- trailers are lines split on "\n" only -------------------------------------------
+
+SEPARATORS = ["\u2028", "\u2029", "\x85", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c", "\r"]
+
+
+@pytest.mark.parametrize("sep", SEPARATORS, ids=[f"U+{ord(s):04X}" for s in SEPARATORS])
+def test_a_trailer_value_is_the_whole_line_up_to_a_newline(sep: str) -> None:
+    """Paths holding these characters are refused at input; a message that
+    names one anyway (written by another tool, or an older vaultmem) is still
+    read as git reads it: one trailer per "\\n"-terminated line."""
+    path = MemoryPath((f"a{sep}Vaultmem-Path: /memories/b.txt",))
+    message = format_message("create", (path,), "support-bot", f"s{sep}1", [])
+    trailers = parse_trailers(message)
+    assert trailers["Vaultmem-Path"] == [path.text]
+    assert trailers["Vaultmem-Session"] == [f"s{sep}1"]
+    assert trailers["Vaultmem-Actor"] == ["support-bot"]
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\x85", " "], ids=["U+2028", "U+0085", "space"])
+def test_the_last_trailer_keeps_the_end_of_its_value(sep: str) -> None:
+    message = f"memory: create /memories/a\n\nVaultmem-Command: create\nVaultmem-Path: /memories/a{sep}\n"
+    assert parse_trailers(message)["Vaultmem-Path"] == [f"/memories/a{sep}"]
+
+
+def test_history_reads_a_path_holding_a_line_separator_whole(vault: Vault, vault_path: Path, key: str, call) -> None:
+    """A version written straight into the repository (as another tool could)
+    whose Vaultmem-Path holds U+2028: history() lists that one path."""
+    call(command="create", path="/memories/a.txt", file_text="one\n")
+    repo = pygit2.Repository(str(vault_path))
+    parent = repo.revparse_single("refs/heads/main").peel(pygit2.Commit)
+    odd = MemoryPath(("a\u2028Vaultmem-Path: /memories/a.txt",))
+    message = format_message("create", (odd,), "support-bot", "sess-1", [])
+    who = pygit2.Signature("support-bot", "support-bot@vaultmem", 1_790_000_100, 0)
+    oid = repo.create_commit("refs/heads/main", who, who, message, parent.tree_id, [parent.id])
+    for reader in (vault, Vault.open(vault_path, key=key)):
+        [latest] = reader.history(limit=1)
+        assert latest.id == str(oid)
+        assert latest.paths == (odd.text,)
+        assert latest.session == "sess-1"
+        assert reader.history(path="/memories/a.txt")[0].id != str(oid)  # it names no a.txt

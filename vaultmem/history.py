@@ -49,10 +49,14 @@ class Version:
 
 
 def parse_trailers(message: str) -> dict[str, list[str]]:
-    """The ``Key: value`` lines of a message's last paragraph."""
+    r"""The ``Key: value`` lines of a message's last paragraph.
+
+    Lines end at ``\n`` only, as git's do: ``str.splitlines`` would also end
+    one at U+2028, U+0085, ``\x1c`` and the like, and read a value holding
+    one as two trailers."""
     out: dict[str, list[str]] = {}
-    last = message.strip().split("\n\n")[-1]
-    for line in last.splitlines():
+    last = message.strip("\n").split("\n\n")[-1]
+    for line in last.split("\n"):
         key, sep, value = line.partition(": ")
         if sep and key and " " not in key:
             out.setdefault(key, []).append(value)
