@@ -4,6 +4,7 @@ as it was at any version (resolve, read and listing with ``at=``)."""
 from __future__ import annotations
 
 import os
+import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -558,6 +559,52 @@ def test_listing_at_an_old_version(vault: Vault, vault_path: Path, tree: str, ca
     ]
     with pytest.raises(NotFoundError):
         vault.listing("/memories/notes")
+
+
+# -- history is read from the commits themselves --------------------------------
+
+
+def test_history_reads_past_a_shallow_file_from_a_shallow_fetch(
+    vault: Vault, vault_path: Path, key: str, log: dict[str, str], tmp_path: Path
+) -> None:
+    """An operator's `git fetch --depth=1` into the vault writes `shallow`, and
+    git log then shows one version: history() still lists all six."""
+    mirror = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(vault_path), str(mirror)], check=True)
+    git(vault_path, "fetch", "-q", "--depth=1", str(mirror), "main:refs/remotes/mirror/main")
+    assert commit_count(vault_path) == 1
+    every = ["c6", "c5", "c4", "c3", "c2", "c1"]
+    for reader in (vault, Vault.open(vault_path, key=key)):
+        assert names(log, reader.history()) == every
+        assert names(log, reader.history(path="/memories/notes.txt")) == ["c6", "c3", "c1"]
+        assert names(log, reader.history(actor="support-bot")) == ["c6", "c5", "c2", "c1"]
+
+
+@pytest.mark.parametrize("hider", ["shallow", "info/grafts"])
+def test_history_reads_past_a_shallow_or_grafts_file(
+    vault: Vault, vault_path: Path, key: str, log: dict[str, str], hider: str
+) -> None:
+    (vault_path / "info").mkdir(exist_ok=True)
+    (vault_path / hider).write_text(log["c4"] + "\n")  # c4 shown without parents
+    assert commit_count(vault_path) == 3
+    for reader in (vault, Vault.open(vault_path, key=key)):
+        assert names(log, reader.history()) == ["c6", "c5", "c4", "c3", "c2", "c1"]
+        # c4 created team/b.md; c3 changed notes.txt: c4's real parent is compared, not an empty tree
+        assert names(log, reader.history(path="/memories/team")) == ["c5", "c4", "c2"]
+        assert names(log, reader.history(path="/memories/notes.txt")) == ["c6", "c3", "c1"]
+        assert names(log, reader.history(limit=4)) == ["c6", "c5", "c4", "c3"]
+    assert [v.id for v in vault.history()] == [v.id for v in Vault.open(vault_path, key=key).history()]
+
+
+def test_history_reads_past_a_graft_that_skips_versions(
+    vault: Vault, vault_path: Path, key: str, log: dict[str, str]
+) -> None:
+    (vault_path / "info").mkdir(exist_ok=True)
+    (vault_path / "info" / "grafts").write_text(f"{log['c5']} {log['c2']}\n")  # c4 and c3 hidden from git
+    assert commit_count(vault_path) == 4
+    for reader in (vault, Vault.open(vault_path, key=key)):
+        assert names(log, reader.history()) == ["c6", "c5", "c4", "c3", "c2", "c1"]
+        assert names(log, reader.history(path="/memories/notes.txt")) == ["c6", "c3", "c1"]
 
 
 # -- trailers are lines split on "\n" only -------------------------------------------

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def assert_readable(report: Any) -> None:
     for finding in report.findings:
         line = str(finding)
         assert line and "\n" not in line, line
-        assert finding.kind in {"blob", "tree", "message", "seal", "keyring", "object"}
+        assert finding.kind in {"blob", "tree", "message", "seal", "keyring", "object", "shallow", "grafts"}
 
 
 @pytest.fixture
@@ -478,4 +479,117 @@ def test_a_deleted_keyring_branch_is_reported(vault: Vault, vault_path: Path, se
     report = vault.verify()
     assert_readable(report)
     assert "keyring" in kinds(report)
+    assert report.commits == 4
+
+
+# -- files that make stock git hide versions ---------------------------------------
+
+
+def hiding_kinds(report: Any) -> set[str]:
+    return {f.kind for f in report.findings} & {"shallow", "grafts"}
+
+
+def test_a_shallow_file_from_a_shallow_fetch_is_reported(
+    vault: Vault, vault_path: Path, key: str, sealed: list[str], tmp_path: Path
+) -> None:
+    """An operator's `git fetch --depth=1` into the vault writes `shallow`:
+    git log then shows one version; verify still checks all four and says so."""
+    mirror = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(vault_path), str(mirror)], check=True)
+    git(vault_path, "fetch", "-q", "--depth=1", str(mirror), "main:refs/remotes/mirror/main")
+    assert (vault_path / "shallow").exists()
+    assert commit_count(vault_path) == 1  # what git log shows now
+    for checker in (vault, Vault.open(vault_path, key=key)):
+        report = checker.verify()
+        assert hiding_kinds(report) == {"shallow"}, [str(f) for f in report.findings]
+        assert kinds(report) == {"shallow"}
+        assert report.commits == 4  # read past the file
+        [finding] = report.findings
+        line = str(finding)
+        assert "\n" not in line
+        assert "3 of the 4 versions" in line and sealed[-1][:10] in line, line
+        assert "shallow" in finding.detail and "remove" in finding.detail
+
+
+def test_a_shallow_file_cutting_the_history_is_reported(vault: Vault, vault_path: Path, sealed: list[str]) -> None:
+    (vault_path / "shallow").write_text(sealed[2] + "\n")
+    assert commit_count(vault_path) == 2
+    report = vault.verify()
+    assert kinds(report) == {"shallow"}, [str(f) for f in report.findings]
+    assert report.commits == 4
+    assert "2 of the 4 versions" in str(report.findings[0])
+
+
+@pytest.mark.parametrize("graft", ["no parents", "skip one version"])
+def test_an_info_grafts_file_is_reported(vault: Vault, vault_path: Path, sealed: list[str], graft: str) -> None:
+    (vault_path / "info").mkdir(exist_ok=True)
+    line = sealed[2] if graft == "no parents" else f"{sealed[2]} {sealed[0]}"
+    (vault_path / "info" / "grafts").write_text(line + "\n")
+    hidden = 2 if graft == "no parents" else 1
+    assert commit_count(vault_path) == 4 - hidden
+    report = vault.verify()
+    assert kinds(report) == {"grafts"}, [str(f) for f in report.findings]
+    assert report.commits == 4
+    assert f"{hidden} of the 4 versions" in str(report.findings[0])
+
+
+def test_a_grafted_parent_hides_a_forged_history_from_git_but_not_from_verify(
+    vault: Vault, vault_path: Path, sealed: list[str]
+) -> None:
+    """A graft can splice a commit made without the key into what git shows;
+    verify reads the real parents, so the real history is what it checks."""
+    repo = attacker(vault_path)
+    before = head_commit(repo)
+    forged = forge(repo, message=b"memory: create /memories/x.txt\n\nVaultmem-Command: create\n", on_top=True)
+    git(vault_path, "update-ref", "refs/heads/main", str(before.id))
+    (vault_path / "info").mkdir(exist_ok=True)
+    (vault_path / "info" / "grafts").write_text(f"{sealed[1]} {forged}\n")
+    assert forged in git(vault_path, "rev-list", "main")  # git log shows the forged version
+    report = vault.verify()
+    assert kinds(report) == {"grafts"}, [str(f) for f in report.findings]
+    assert report.commits == 4
+    assert "1 version that is not" in str(report.findings[0]), str(report.findings[0])
+
+
+def test_the_cli_prints_the_shallow_finding(vault: Vault, vault_path: Path, key: str, sealed: list[str]) -> None:
+    (vault_path / "shallow").write_text(sealed[1] + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
+    env["VAULTMEM_KEY"] = key
+    done = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "--vault", str(vault_path), "verify", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    out = json.loads(done.stdout)
+    assert out["commits"] == 4
+    assert [f["kind"] for f in out["findings"]] == ["shallow"]
+
+
+def test_a_replace_ref_is_reported(vault: Vault, vault_path: Path, sealed: list[str]) -> None:
+    """git shows the object a replace ref names in place of the real one."""
+    repo = attacker(vault_path)
+    before = head_commit(repo)
+    forged = forge(repo, author=b"author ops-bob <ops-bob@vaultmem> 1790000000 +0000")
+    git(vault_path, "update-ref", "refs/heads/main", str(before.id))
+    git(vault_path, "replace", str(before.id), forged)
+    assert git(vault_path, "log", "-1", "--format=%an").strip() == "ops-bob"  # what git shows now
+    report = vault.verify()
+    assert kinds(report) == {"replace"}, [str(f) for f in report.findings]
+    assert report.commits == 4
+    assert f"version {sealed[-1][:10]}" in str(report.findings[0])
+    assert f"git replace -d {sealed[-1]}" in str(report.findings[0])
+
+
+def test_grafts_converted_to_replace_refs_are_still_reported(vault: Vault, vault_path: Path, sealed: list[str]) -> None:
+    """git's own advice for info/grafts is `git replace --convert-graft-file`."""
+    (vault_path / "info").mkdir(exist_ok=True)
+    (vault_path / "info" / "grafts").write_text(sealed[2] + "\n")
+    git(vault_path, "replace", "--convert-graft-file")
+    assert not (vault_path / "info" / "grafts").exists()
+    assert commit_count(vault_path) == 2
+    report = vault.verify()
+    assert kinds(report) == {"replace"}, [str(f) for f in report.findings]
     assert report.commits == 4

@@ -2,22 +2,55 @@
 filters of ``vault.history`` and the times ``at=`` accepts.
 
 Pure functions over commits; the vault (store) supplies the repository.
+
+The history is the chain of parents the commits themselves record.  git and
+libgit2 also honour a ``shallow`` file and ``info/grafts``, which make chosen
+commits show other parents (or none) and so hide versions; when either file
+exists the history is read from the raw commit objects instead (see
+:func:`commits`), and ``verify()`` reports the file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import heapq
+import itertools
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
+from typing import Protocol
 
 import pygit2
 
-from .errors import VaultError
+from .errors import IntegrityError, VaultError
 from .paths import MemoryPath, parse
 
 SEAL_HEADER = b"vaultmem-seal"  # a commit header, like git's own gpgsig
 RESTORED_FROM = "Vaultmem-Restored-From"
 COMMANDS = ("create", "str_replace", "insert", "delete", "rename", "restore", "undo", "rekey", "import", "expire")
+
+
+class Person(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def time(self) -> int: ...
+
+
+class CommitLike(Protocol):
+    """What the history reads of a commit: a libgit2 ``pygit2.Commit`` or a
+    :class:`RawCommit` parsed from the object's bytes."""
+
+    @property
+    def id(self) -> pygit2.Oid: ...
+    @property
+    def tree_id(self) -> pygit2.Oid: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def author(self) -> Person: ...
 
 
 @dataclass(frozen=True)
@@ -34,7 +67,7 @@ class Version:
     restored_from: str | None = None
 
     @classmethod
-    def from_commit(cls, commit: pygit2.Commit) -> Version:
+    def from_commit(cls, commit: CommitLike) -> Version:
         trailers = parse_trailers(commit.message)
         return cls(
             id=str(commit.id),
@@ -99,6 +132,177 @@ def split_seal(raw_commit: bytes) -> tuple[bytes, bytes | None]:
     return b"\n".join(kept) + sep + message, seal
 
 
+# -- commits as they are stored -------------------------------------------------
+
+# Files in the git directory that make git and libgit2 show other parents than
+# a commit records (``shallow``: none; ``info/grafts``: any); vaultmem writes neither.
+HIDING_FILES = ("shallow", "info/grafts")
+
+
+def hiding_files(repo: pygit2.Repository) -> list[str]:
+    """Which of :data:`HIDING_FILES` the repository holds."""
+    return [name for name in HIDING_FILES if os.path.lexists(os.path.join(repo.path, name))]
+
+
+@dataclass(frozen=True)
+class Signed:
+    name: str
+    time: int
+
+
+def _signed(value: bytes) -> Signed:
+    """``Name <email> 1790000000 +0000``, read as libgit2 reads it (leniently:
+    ``verify()`` checks that the author is the version's actor)."""
+    text = value.decode("utf-8", "replace")
+    start, end = text.rfind("<"), text.rfind(">")
+    if start < 0 or end < start:
+        return Signed(text.strip(), 0)
+    fields = text[end + 1 :].split()
+    return Signed(text[:start].strip(), int(fields[0]) if fields and fields[0].isdigit() else 0)
+
+
+class RawCommit:
+    """A commit read from its object's bytes: the parents are the ones it
+    records.  The tree and parents are read at once (ValueError if they are
+    not what git would read); the author, time and message when asked for."""
+
+    def __init__(self, oid: pygit2.Oid, data: bytes) -> None:
+        if data[:5] != b"tree " or data[45:46] != b"\n":
+            raise ValueError("it names no tree")
+        self.id = oid
+        self._data = data
+        end = data.find(b"\n\n")
+        self._end = end if end >= 0 else len(data)  # where the headers end
+        self.tree_id = pygit2.Oid(hex=data[5:45].decode("ascii"))
+        parents: list[pygit2.Oid] = []
+        at = 46
+        while data.startswith(b"parent ", at):  # git reads parents right after the tree only
+            if data[at + 47 : at + 48] != b"\n":
+                raise ValueError("a parent is not an object id")
+            parents.append(pygit2.Oid(hex=data[at + 7 : at + 47].decode("ascii")))
+            at += 48
+        self.parent_ids = tuple(parents)
+        if data.find(b"\nauthor ", at - 1, self._end) < 0:
+            raise ValueError("it names no author")
+
+    def _header(self, name: bytes) -> bytes | None:
+        at = self._data.find(b"\n" + name + b" ", 0, self._end)
+        if at < 0:
+            return None
+        stop = self._data.find(b"\n", at + 1, self._end)
+        return self._data[at + len(name) + 2 : stop if stop >= 0 else self._end]
+
+    @cached_property
+    def author(self) -> Signed:
+        return _signed(self._header(b"author") or b"")
+
+    @cached_property
+    def commit_time(self) -> int:
+        committer = self._header(b"committer")
+        return _signed(committer).time if committer is not None else self.author.time
+
+    @cached_property
+    def message(self) -> str:
+        return self._data[self._end + 2 :].decode("utf-8", "replace").lstrip("\n")
+
+
+class UnreadableVersion(IntegrityError):
+    """A commit of the history is missing, damaged or not a commit."""
+
+    def __init__(self, oid: pygit2.Oid, detail: str) -> None:
+        self.oid = str(oid)
+        self.detail = detail
+        super().__init__(f"Error: version {oid} of the history {detail}; run `vaultmem verify`.")
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    return " ".join(text.split()) or type(err).__name__
+
+
+_KIND_NAMES = {2: "tree", 3: "blob", 4: "tag"}
+
+
+def read_commit(repo: pygit2.Repository, oid: pygit2.Oid) -> RawCommit:
+    """The commit ``oid`` as stored; :class:`UnreadableVersion` if it is missing,
+    damaged (git's own checks: zlib, the object's id) or not a commit."""
+    try:
+        kind, data = repo.odb.read(oid)
+    except KeyError as err:
+        raise UnreadableVersion(oid, f"is missing ({_one_line(err)})") from err
+    except (ValueError, pygit2.GitError) as err:
+        raise UnreadableVersion(oid, f"is damaged ({_one_line(err).removeprefix(f'{oid}: ')})") from err
+    if kind != pygit2.enums.ObjectType.COMMIT:
+        raise UnreadableVersion(oid, f"is a {_KIND_NAMES.get(int(kind), 'git object')}, not a commit")
+    try:
+        return RawCommit(oid, bytes(data))
+    except ValueError as err:
+        raise UnreadableVersion(oid, f"is malformed ({_one_line(err)})") from err
+
+
+def raw_commits(repo: pygit2.Repository, starts: Sequence[pygit2.Oid]) -> Iterator[RawCommit]:
+    """The commits reachable from ``starts`` through the parents they record,
+    newest first (by commit time, as git orders them), each once.  A commit
+    with one parent and nothing else waiting is followed without sorting."""
+    seen: set[bytes] = set()
+    queue: list[tuple[int, int, RawCommit]] = []  # (newest first, then first found, the commit)
+    order = itertools.count()
+
+    def fresh(oids: Sequence[pygit2.Oid]) -> RawCommit | None:
+        """Read the unseen ``oids``; the one to go on with if it is alone, else queue them."""
+        found = []
+        for oid in oids:
+            if oid.raw not in seen:
+                seen.add(oid.raw)
+                found.append(read_commit(repo, oid))
+        if len(found) == 1 and not queue:
+            return found[0]
+        for commit in found:
+            heapq.heappush(queue, (-commit.commit_time, next(order), commit))
+        return None
+
+    current = fresh(starts)
+    while True:
+        if current is None:
+            if not queue:
+                return
+            current = heapq.heappop(queue)[2]
+        yield current
+        current = fresh(current.parent_ids)
+
+
+def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
+    """``main``'s commits newest first, through the parents they record.
+
+    Without a shallow or grafts file libgit2's walk gives exactly that, and is
+    the fastest way through a long history; with one, the commits are read
+    from their bytes.  If libgit2 fails on a commit, or its walk ends at a
+    commit that records parents (a shallow file that appeared meanwhile), the
+    walk goes on from the raw commits, which names a damaged version in an
+    :class:`UnreadableVersion` (an ``IntegrityError``).  ``main`` is linear:
+    going on from the last commit's parents continues where libgit2 stopped.
+    """
+    if hiding_files(repo):
+        yield from raw_commits(repo, [head])
+        return
+    last: pygit2.Commit | None = None
+    walker: Iterator[pygit2.Commit] = iter(())
+    with contextlib.suppress(KeyError, ValueError, pygit2.GitError):  # the head itself is damaged
+        walker = repo.walk(head, pygit2.enums.SortMode.NONE)
+    while True:
+        try:
+            commit = next(walker)
+        except StopIteration:
+            break
+        except (KeyError, ValueError, pygit2.GitError):
+            break  # read on from the objects below, which names the damaged one
+        last = commit
+        yield commit
+    rest = [head] if last is None else list(read_commit(repo, last.id).parent_ids)
+    if rest:
+        yield from raw_commits(repo, rest)
+
+
 # -- times ---------------------------------------------------------------------
 
 
@@ -145,19 +349,46 @@ class Filters:
         return self.command is None or version.command == self.command
 
 
-def _entry_id(commit: pygit2.Commit, target: MemoryPath) -> pygit2.Oid | None:
+def _tree(repo: pygit2.Repository, oid: pygit2.Oid, version: pygit2.Oid) -> pygit2.Tree:
     try:
-        return commit.tree[target.git_path()].id
-    except KeyError:
-        return None
+        tree = repo[oid]
+    except KeyError as err:
+        raise IntegrityError(f"Error: tree {oid} of version {version} is missing; run `vaultmem verify`.") from err
+    except (ValueError, pygit2.GitError) as err:
+        raise IntegrityError(
+            f"Error: tree {oid} of version {version} is damaged ({_one_line(err)}); run `vaultmem verify`."
+        ) from err
+    if not isinstance(tree, pygit2.Tree):
+        raise IntegrityError(f"Error: version {version} names {oid} as a tree, which it is not; run `vaultmem verify`.")
+    return tree
 
 
-def touches(commit: pygit2.Commit, target: MemoryPath) -> bool:
-    """Whether ``commit`` changed what is at ``target`` (a file or a folder)."""
-    mine = _entry_id(commit, target)
-    if not commit.parents:
+def _entry_id(repo: pygit2.Repository, version: pygit2.Oid, root: pygit2.Oid, target: MemoryPath) -> pygit2.Oid | None:
+    """The id at ``target`` in the tree ``root`` of ``version``, None if there is
+    nothing there; a tree on the way that cannot be read is an IntegrityError."""
+    oid = root
+    names = ("memories", *target.parts)
+    for depth, name in enumerate(names, 1):
+        tree = _tree(repo, oid, version)
+        try:
+            entry = tree[name]
+        except KeyError:
+            return None
+        oid = entry.id
+        if depth < len(names) and entry.filemode != pygit2.enums.FileMode.TREE:
+            return None  # a file where the path needs a folder
+    return oid
+
+
+def touches(repo: pygit2.Repository, commit: CommitLike, target: MemoryPath) -> bool:
+    """Whether ``commit`` changed what is at ``target`` (a file or a folder),
+    compared with the parents its object records."""
+    mine = _entry_id(repo, commit.id, commit.tree_id, target)
+    recorded = commit if isinstance(commit, RawCommit) else read_commit(repo, commit.id)  # libgit2's may be grafted
+    parents = [read_commit(repo, oid) for oid in recorded.parent_ids]
+    if not parents:
         return mine is not None
-    return any(_entry_id(parent, target) != mine for parent in commit.parents)
+    return any(_entry_id(repo, p.id, p.tree_id, target) != mine for p in parents)
 
 
 def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterator[Version]:
@@ -171,12 +402,15 @@ def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterato
     a folder's contents, ``/memories`` for the whole memory).  A commit naming
     no path at all is compared tree by tree.  Trailers are sealed with the
     commit, so a commit that lies about its paths fails ``verify()``.
+
+    The history is the one the commits record (see :func:`commits`); a commit
+    or tree that cannot be read raises ``IntegrityError``.
     """
     tracked = filters.path
-    for commit in repo.walk(head, pygit2.enums.SortMode.NONE):  # main is linear: newest first
+    for commit in commits(repo, head):  # main is linear: newest first
         version: Version | None = None
         if tracked is not None:
-            if not _may_touch(commit.message, tracked.text) or not touches(commit, tracked):
+            if not _may_touch(commit.message, tracked.text) or not touches(repo, commit, tracked):
                 continue
             version = Version.from_commit(commit)
             tracked = _before_rename(version, tracked)

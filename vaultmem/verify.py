@@ -9,7 +9,15 @@ Walks every commit of ``main`` and every object it reaches, and checks:
   modes, names a memory path may have);
 - each blob authenticates under the keyring *at the path it is stored at*, so
   a blob moved or copied to another path is caught;
-- the keyring document, re-read from disk: its MAC, its entries, its active key.
+- the keyring document, re-read from disk: its MAC, its entries, its active key;
+- that nothing makes git show another history than the commits record: a
+  ``shallow`` or ``info/grafts`` file, or a replace ref.
+
+The history walked is the one the commit objects record, read from their
+bytes: git's shallow and grafts files are not honoured.  Nothing raises: a
+commit, tree or blob that is missing or damaged (a flipped byte in a pack, a
+pack cut short or gone) is a finding, and the versions before an unreadable
+commit are reported as out of reach.
 
 Read-only: it writes nothing, not even caches on disk.
 """
@@ -17,6 +25,7 @@ Read-only: it writes nothing, not even caches on disk.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,11 +35,11 @@ import pygit2
 from . import objects
 from .crypto import Keyring, UserKey, keyring_problems
 from .errors import VaultError
-from .history import COMMANDS, parse_trailers, split_seal
+from .history import COMMANDS, UnreadableVersion, hiding_files, parse_trailers, read_commit, split_seal
 from .paths import MemoryPath, parse
 
 Progress = Callable[[int, int], None]
-Kind = Literal["object", "seal", "message", "tree", "blob", "keyring", "policy"]
+Kind = Literal["object", "seal", "message", "tree", "blob", "keyring", "policy", "shallow", "grafts", "replace"]
 
 
 @dataclass(frozen=True)
@@ -292,8 +301,10 @@ def verify(
             checker.find(
                 "keyring", None, f"data key {key_id} is gone from the keyring on disk (removed or rolled back)"
             )
-    if head is not None:
-        _walk(repo, head, checker, progress)
+    real = _walk(repo, head, checker, progress) if head is not None else set()
+    checker._commit = ""
+    _hiding_files(repo, head, real, checker)
+    _replace_refs(repo, real, checker)
     for key_id in sorted(checker.missing_keys - set(keyring.keys)):
         checker._commit = ""
         checker.find(
@@ -302,9 +313,156 @@ def verify(
     return report
 
 
-def _walk(repo: pygit2.Repository, head: pygit2.Oid, checker: Verifier, progress: Progress | None) -> None:
-    order = [c.id for c in repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)]
+def _walk(repo: pygit2.Repository, head: pygit2.Oid, checker: Verifier, progress: Progress | None) -> set[bytes]:
+    """Check every commit oldest first; the ids of those that could be read."""
+    order = _oldest_first(repo, head, checker)
     for done, oid in enumerate(order, 1):
         checker.commit(oid)
         if progress is not None:
             progress(done, len(order))
+    return {oid.raw for oid in order}
+
+
+def _oldest_first(repo: pygit2.Repository, head: pygit2.Oid, checker: Verifier) -> list[pygit2.Oid]:
+    """The commits reachable from ``head`` through the parents their objects
+    record (not the ones a shallow or grafts file gives them), each after its
+    parents.  A commit that cannot be read is a finding, and what lies behind
+    it is out of reach."""
+    order: list[pygit2.Oid] = []
+    expanded: set[bytes] = set()
+    stack: list[tuple[pygit2.Oid, bool]] = [(head, False)]
+    while stack:
+        oid, parents_done = stack.pop()
+        if parents_done:
+            order.append(oid)
+            continue
+        if oid.raw in expanded:
+            continue
+        expanded.add(oid.raw)
+        try:
+            commit = read_commit(repo, oid)
+        except UnreadableVersion as err:
+            checker._commit = str(oid)
+            checker.find(
+                "object",
+                None,
+                f"this version {err.detail}: it and the versions before it cannot be read or checked "
+                "(git fsck names the damaged pack; restore the vault from a backup or a clone)",
+            )
+            continue
+        stack.append((oid, True))
+        stack.extend((parent, False) for parent in reversed(commit.parent_ids) if parent.raw not in expanded)
+    return order
+
+
+# -- what makes stock git show another history ------------------------------------
+
+
+def _graft_table(path: str) -> dict[bytes, tuple[pygit2.Oid, ...]]:
+    """A shallow or grafts file: commit -> the parents git shows for it (the
+    ids after it on its line; none in a shallow file).  Lines that are not
+    ids (comments, damage) are skipped, as git skips them."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("ascii", "replace")
+    except OSError:
+        return {}
+    table: dict[bytes, tuple[pygit2.Oid, ...]] = {}
+    for line in text.split("\n"):
+        words = line.split()
+        try:
+            ids = [pygit2.Oid(hex=word) for word in words if len(word) == 40] if words else []
+        except ValueError:
+            continue
+        if ids and len(ids) == len(words):
+            table.setdefault(ids[0].raw, tuple(ids[1:]))
+    return table
+
+
+def _shown_by_git(
+    repo: pygit2.Repository,
+    head: pygit2.Oid,
+    shallow: dict[bytes, tuple[pygit2.Oid, ...]],
+    grafts: dict[bytes, tuple[pygit2.Oid, ...]],
+) -> set[bytes]:
+    """The ids git walks from ``head`` with these files in place (a shallow
+    entry wins over a graft, as in git)."""
+    shown: set[bytes] = set()
+    stack = [head]
+    while stack:
+        oid = stack.pop()
+        if oid.raw in shown:
+            continue
+        shown.add(oid.raw)
+        if oid.raw in shallow:
+            parents: tuple[pygit2.Oid, ...] = ()
+        elif oid.raw in grafts:
+            parents = grafts[oid.raw]
+        else:
+            try:
+                parents = read_commit(repo, oid).parent_ids
+            except UnreadableVersion:
+                parents = ()  # reported by the walk
+        stack.extend(p for p in parents if p.raw not in shown)
+    return shown
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _hiding_files(repo: pygit2.Repository, head: pygit2.Oid | None, real: set[bytes], checker: Verifier) -> None:
+    """A ``shallow`` or ``info/grafts`` file is a finding (vaultmem writes
+    neither): it says what git shows of ``main`` because of it."""
+    names = hiding_files(repo)
+    if not names:
+        return
+    tables = {name: _graft_table(os.path.join(repo.path, name)) for name in names}
+    if head is None:
+        effect = "main has no versions yet"
+    else:
+        shown = _shown_by_git(repo, head, tables.get("shallow", {}), tables.get("info/grafts", {}))
+        hidden, added = len(real - shown), len(shown - real)
+        effect = f"git log and other git commands hide {hidden} of the {len(real)} versions of main"
+        if added:
+            effect += f" and show {_plural(added, 'version')} that {'is' if added == 1 else 'are'} not in its history"
+    for name in names:
+        table = tables[name]
+        named = ", ".join(str(pygit2.Oid(raw=oid))[:10] for oid in list(table)[:3])
+        more = f" and {len(table) - 3} more" if len(table) > 3 else ""
+        listed = f" naming {_plural(len(table), 'version')} ({named}{more})" if table else ""
+        if name == "shallow":
+            advice = (
+                "git shows the versions it names as having no parents; if the vault is a shallow copy, "
+                "restore it from a full one, otherwise remove the shallow file (vaultmem never writes it)"
+            )
+            checker.find(
+                "shallow", None, f"the vault holds a shallow file{listed}: {effect}; verify read past it; {advice}"
+            )
+        else:
+            advice = "remove info/grafts (vaultmem never writes it)"
+            checker.find(
+                "grafts", None, f"the vault holds info/grafts{listed}: {effect}; verify read past it; {advice}"
+            )
+
+
+def _replace_refs(repo: pygit2.Repository, real: set[bytes], checker: Verifier) -> None:
+    """A replace ref makes git show another object in place of the one it
+    names (libgit2 and vaultmem do not); vaultmem writes none."""
+    try:
+        replaced = [name for name in repo.references if name.startswith("refs/replace/")]
+    except (KeyError, ValueError, pygit2.GitError) as err:
+        checker.find("replace", None, f"the vault's refs cannot be listed ({err})")
+        return
+    for name in replaced:
+        oid = name[len("refs/replace/") :]
+        try:
+            what = "version" if pygit2.Oid(hex=oid).raw in real else "object"
+        except ValueError:
+            what = "object"
+        checker.find(
+            "replace",
+            None,
+            f"the vault holds {name}: git log and git show show another object in place of {what} {oid[:10]}; "
+            f"verify read the real one; remove it with git replace -d {oid} (vaultmem never writes replace refs)",
+        )
