@@ -33,7 +33,17 @@ from .errors import (
     NotFoundError,
     VaultError,
 )
-from .history import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_message, parse_when, walk
+from .history import (
+    RESTORED_FROM,
+    SEAL_HEADER,
+    Filters,
+    Version,
+    commits,
+    format_message,
+    parse_when,
+    read_commit,
+    walk,
+)
 from .keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from .paths import MemoryPath
 from .policy import Policy
@@ -327,9 +337,9 @@ class Vault:
         if isinstance(at, datetime) or (isinstance(at, str) and _looks_like_time(at)):
             when = parse_when(at)
             if head is not None:
-                for commit in self.repo.walk(head, pygit2.enums.SortMode.NONE):  # linear: newest first
+                for commit in commits(self.repo, head):  # the parents the commits record, newest first
                     if commit.author.time <= when.timestamp():
-                        return commit
+                        return self.repo[commit.id].peel(pygit2.Commit)
             raise NotFoundError(f"Error: no version at or before {when.isoformat()}; the history starts later.")
         if not isinstance(at, str) or not at.strip():
             raise NotFoundError("Error: a version must be an id, a revision such as main~2, or a time.")
@@ -353,24 +363,16 @@ class Vault:
         with self._chain_lock:
             tip, known = self._chain
             if tip != head.raw:
-                walker = self.repo.walk(head, pygit2.enums.SortMode.NONE)
-                if tip is not None:
-                    walker.hide(pygit2.Oid(raw=tip))
-                fresh, last = self._ids(walker)
-                if tip is not None and (last is None or tip not in {p.raw for p in last.parent_ids}):
-                    known = set()  # main does not continue from the walked tip: walk it all again
-                    fresh, _ = self._ids(self.repo.walk(head, pygit2.enums.SortMode.NONE))
+                fresh: list[bytes] = []
+                for commit in commits(self.repo, head):  # the parents the commits record (main is linear)
+                    if commit.id.raw == tip:
+                        break
+                    fresh.append(commit.id.raw)
+                else:
+                    known = set()  # main does not continue from the walked tip: all of it was walked
                 known.update(fresh)
                 self._chain = (head.raw, known)
             return oid.raw in known
-
-    @staticmethod
-    def _ids(walker: pygit2.Walker) -> tuple[list[bytes], pygit2.Commit | None]:
-        ids: list[bytes] = []
-        last: pygit2.Commit | None = None
-        for last in walker:
-            ids.append(last.id.raw)
-        return ids, last
 
     # -- writing -------------------------------------------------------------
 
@@ -563,13 +565,14 @@ class Vault:
         is never rewritten; undoing an undo brings the change back)."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise VaultError("Error: undo takes a number of versions of at least 1.")
-        head = self._head()
-        target: pygit2.Commit | None = self.repo[head].peel(pygit2.Commit) if head is not None else None
-        for steps in range(n):  # only n steps back, however long the history
+        target = self._head()
+        for steps in range(n):  # only n steps back (the parents the commits record), however long the history
             if target is None:
                 raise VaultError(f"Error: cannot undo {n} versions: the vault has {steps}.")
-            target = target.parents[0] if target.parents else None
-        return self._restore("undo", target, None, actor, session)  # None: before the first version
+            parents = read_commit(self.repo, target).parent_ids
+            target = parents[0] if parents else None
+        commit = self.repo[target].peel(pygit2.Commit) if target is not None else None
+        return self._restore("undo", commit, None, actor, session)  # None: before the first version
 
     def _restore(
         self, command: str, commit: pygit2.Commit | None, path: str | None, actor: str, session: str | None

@@ -1,0 +1,64 @@
+"""Proposed with the store.py diff: reading a version by id or time, and undo,
+follow the parents the commits record (not a shallow or grafts file), and a
+damaged version is an IntegrityError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FakeClock, git
+
+from vaultmem import IntegrityError, Vault
+
+
+@pytest.fixture
+def versions(vault: Vault, vault_path: Path, call, clock: FakeClock) -> list[str]:
+    made = []
+    for text in ("one", "two", "three", "four"):
+        clock.advance(60)
+        if not made:
+            call(command="create", path="/memories/a.txt", file_text=f"{text}\n")
+        else:
+            call(command="str_replace", path="/memories/a.txt", old_str=previous, new_str=text)
+        made.append(git(vault_path, "rev-parse", "main").strip())
+    return made
+
+
+@pytest.mark.parametrize("hider", ["shallow", "info/grafts"])
+def test_versions_behind_a_shallow_or_grafts_file_are_read_and_undone(
+    vault_path: Path, key: str, versions: list[str], clock: FakeClock, hider: str
+) -> None:
+    (vault_path / "info").mkdir(exist_ok=True)
+    (vault_path / hider).write_text(versions[2] + "\n")
+    reader = Vault.open(vault_path, key=key, clock=clock)
+    assert reader.read("/memories/a.txt", at=versions[0]) == "one\n"
+    first = git(vault_path, "log", "-1", "--format=%aI", versions[0]).strip()
+    assert reader.read("/memories/a.txt", at=first) == "one\n"
+    reader.undo(3, actor="ops")
+    assert reader.read("/memories/a.txt") == "one\n"
+
+
+def test_a_damaged_version_is_an_integrity_error_for_read_at_and_undo(
+    vault_path: Path, key: str, versions: list[str]
+) -> None:
+    import subprocess
+
+    oid = versions[1]
+    for idx in (vault_path / "objects" / "pack").glob("*.idx"):
+        out = subprocess.run(["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith(oid):
+                offset = int(line.split()[4])
+                pack = idx.with_suffix(".pack")
+                pack.chmod(0o644)
+                with open(pack, "r+b") as fh:
+                    fh.seek(offset + 30)
+                    b = fh.read(1)[0]
+                    fh.seek(offset + 30)
+                    fh.write(bytes([b ^ 1]))
+    reader = Vault.open(vault_path, key=key)
+    with pytest.raises(IntegrityError):
+        reader.read("/memories/a.txt", at=versions[0])
+    with pytest.raises(IntegrityError):
+        reader.undo(3)
