@@ -15,12 +15,13 @@ from vaultmem import IntegrityError, Vault
 @pytest.fixture
 def versions(vault: Vault, vault_path: Path, call, clock: FakeClock) -> list[str]:
     made = []
-    for text in ("one", "two", "three", "four"):
+    texts = ("one", "two", "three", "four")
+    for i, text in enumerate(texts):
         clock.advance(60)
-        if not made:
+        if i == 0:
             call(command="create", path="/memories/a.txt", file_text=f"{text}\n")
         else:
-            call(command="str_replace", path="/memories/a.txt", old_str=previous, new_str=text)
+            call(command="str_replace", path="/memories/a.txt", old_str=texts[i - 1], new_str=text)
         made.append(git(vault_path, "rev-parse", "main").strip())
     return made
 
