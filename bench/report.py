@@ -291,33 +291,32 @@ METHOD = """\
 
 WRITES = """## What a write costs, and why
 
-A vaultmem mutation is one git commit that stock git can read after any
-crash. It writes one small pack (the file's new ciphertext, the changed trees
-and the commit) and the pack's index (by rename); it rewrites in place the
-pending record (inside the writer lock file) and one of three ref files,
-which it links as `refs/heads/main.lock`; one `syncfs()` makes all of it
-durable; then the lock is renamed over `refs/heads/main`. No file is freed
-on the way (docs/format.md, "The ref files"), and a large folder's tree is
-patched, not encoded again, when only ids in it change. Every 16 commits
-small packs are merged, and the packs a merge replaced are removed after the
-next sync: about two freed files a commit, paid by the calls that do it,
-which is what the p99 and mean columns carry. The SDK writes one file and
-fsyncs it (the durable SDK also its folder), and for an edit renames it
-over the old one; its delete and rename create no file.
+A vaultmem mutation is one git commit that stock git can read at once and
+after any crash (docs/format.md, "The one commit path"). It writes one small
+pack (the file's new ciphertext, the changed trees and the commit) and its
+index, each under a temporary name in the state folder and then renamed into
+place. A `.keep` hard link protects the pack from `git repack` until `main`
+reaches it. The move and the whole pack are appended to a preallocated
+journal, and **one `fdatasync` of the journal** makes the write durable. Then
+`main.lock` is linked into place and renamed over `refs/heads/main`. Git's own
+files get no sync of their own: a checkpoint (one `syncfs()`) runs in the
+background after the calls, and so does merging small packs. The packs a
+merge replaced are removed by the next write. The SDK writes one file and
+fsyncs it (the durable SDK also its folder), and for an edit renames it over
+the old one; its delete and rename create no file and sync nothing.
 
-So a write creates two files where the SDK creates one or none, and on this
-machine creating a file is the cost that varies most. When the work folder's
-ext4 keeps no journal (see Machine), ext4 makes each new file skip every
-inode freed in the last 30 seconds, reading their inode blocks to check: the
-more files were deleted nearby, the more a create costs. Writes free about
-two files each, and on this machine creating a file took about 15 µs in a
-quiet folder but about 150 µs in a vault's pack folder after a few thousand
-writes, so the sections measured last show it most. A journaled ext4 skips
-that check. One
-sync, which flushes the folders' metadata too, plus those creates is the
-floor the write ratios show. Reads cost no file operations at all (trees are
-decoded once and cached by id, sizes come from blob headers), which is why
-views are faster than the SDK's.
+So a write's one sync is cheaper than the SDK's create: it rewrites blocks of
+a file that already exist, with no metadata to commit. A write still creates
+about three files (two temporary files and the lock's temporary name) where the
+SDK creates one or none, and it encrypts, hashes and encodes trees in Python.
+Creating a file is the cost that varies most on this machine. When the work
+folder's ext4 keeps no journal (see Machine), ext4 makes each new file skip
+every inode freed in the last 30 seconds, reading their inode blocks to check.
+A journaled ext4 skips that check. The busy scenario shows what the journal
+saves over a file-system-wide sync: another program's dirty data is no longer
+this write's to flush. Reads cost no file operations at all (trees are decoded
+once and cached by id, sizes come from blob headers), which is why views are
+faster than the SDK's.
 """
 
 
