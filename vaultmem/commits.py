@@ -408,11 +408,13 @@ class CommitPath:
                 if current == old and current != DAMAGED_REF:
                     with contextlib.suppress(RefMoved):
                         self._move(intent.ref, old, new)  # durable already: finish it
+            # Its keep goes; its pack stays: if the move was never made, the pack
+            # only holds dangling objects (ciphertext, which `git gc` removes),
+            # and removing a pack could pull it from under a git command that
+            # has just listed it (this may run in the background upkeep).
             keep = os.path.join(self.pack_dir, f"pack-{intent.pack}.keep")
             if self._is_our_keep(keep):
                 os.unlink(keep)
-                if journaled is None and current not in (new, DAMAGED_REF):  # never acknowledged, unreferenced
-                    objects.remove_pack(Path(os.path.join(self.pack_dir, f"pack-{intent.pack}.pack")))
         for leftover in self.state.glob("tmp-*"):  # only vaultmem writes in its state folder
             with contextlib.suppress(OSError):
                 leftover.unlink()

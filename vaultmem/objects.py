@@ -288,7 +288,10 @@ def list_packs(objects_dir: Path) -> list[PackInfo]:
         else:
             with open(pack_dir / (stem + ".idx"), "rb") as fh:
                 fh.seek(8 + 255 * 4)
-                count = struct.unpack(">I", fh.read(4))[0]
+                raw = fh.read(4)
+            if len(raw) != 4:
+                continue  # an index cut short (after a power cut): not a pack to merge
+            count = struct.unpack(">I", raw)[0]
         out.append(PackInfo(pack, count))
     return out
 
