@@ -1,24 +1,27 @@
 """The one commit path: every ref vaultmem moves (``main``, the policy
 branch, the keyring branch) moves here, following git's own protocols.
 
-A write, under vaultmem's writer lock:
+A write, under vaultmem's writer lock (the step names are what ``on_step``
+reports; docs/format.md, "The one commit path"):
 
-1. ``locked``: the commit is built and sealed; the writer lock records the
-   intent (the ref lock and pack about to be created).
-2. ``ref-locked``: ``<ref>.lock`` is created exclusively, as git does; a
-   lock held by another program (a git command) is waited for, up to
-   ``LOCK_WAIT`` seconds, and never removed.  The ref is re-read under it:
-   if someone else moved it, nothing is written and the caller rebuilds.
-3. ``kept``: ``pack-<name>.keep`` protects the new pack from ``git repack``
+1. ``locked``: the commit is built and sealed on a fresh read of the ref; the
+   writer lock records the intent (the ref and the pack about to be written).
+2. ``kept``: ``pack-<name>.keep`` protects the new pack from ``git repack``
    and ``git gc`` until a ref reaches it, as git's receive-pack does.  It is
    a hard link to ``vaultmem/keep``, which is how a later writer knows it
    is vaultmem's.
-4. ``packed`` / ``indexed``: the pack and its index are written under
+3. ``packed`` / ``indexed``: the pack and its index are written under
    temporary names in vaultmem's state folder (where ``git prune`` does not
    look) and renamed into ``objects/pack``, the index last.
-5. ``journaled`` / ``durable``: the move and the whole pack are appended to
+4. ``journaled`` / ``durable``: the move and the whole pack are appended to
    the journal, which is synced (:mod:`vaultmem.journal`): from here on the
    write survives a power cut.
+5. ``ref-locked``: ``<ref>.lock`` is created exclusively, as git does, but
+   without write permission bits (which is how a later writer knows it is
+   vaultmem's); a lock held by another program (a git command) is waited for,
+   up to ``LOCK_WAIT`` seconds, and never removed.  The ref is read again
+   under it: if someone else moved it, the record is voided and the caller
+   builds the change again.
 6. ``moved``: the ref lock is renamed over the ref; ``unkept``: the keep goes.
 
 Git's files get no sync of their own: the page cache is what every reader
@@ -34,6 +37,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +52,7 @@ COMMITTER = b"vaultmem <vaultmem@localhost>"
 ZERO = b"\0" * 20
 STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-locked", "moved", "unkept")
 KEEP_MARKER = "keep"
+LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git makes
 _HEX = frozenset(b"0123456789abcdef")
 
 MAIN_REF = "refs/heads/main"
@@ -231,8 +236,6 @@ class CommitPath:
             with contextlib.suppress(OSError):
                 os.unlink(lock_path)
             raise
-        finally:
-            self._release_template(ref)
 
     def _current(self, ref: str) -> bytes | None:
         try:
@@ -243,65 +246,56 @@ class CommitPath:
             ) from err
 
     def _take_ref_lock(self, ref: str, new: bytes) -> str:
-        """Create ``<ref>.lock`` holding ``new``, exclusively; wait for another
-        program's lock up to LOCK_WAIT seconds, then fail (never removing it).
+        """Create ``<ref>.lock`` holding ``new``, exclusively, as git does; wait
+        for another program's lock up to LOCK_WAIT seconds, then fail (never
+        removing it).
 
-        The lock is written whole under a temporary name in the state folder
-        and linked into place (``link`` fails if the lock exists, as git's
-        exclusive create does): it never exists empty, and while the temporary
-        name stays it proves the lock is vaultmem's (the same file)."""
+        vaultmem's ref locks are created without any write permission bit.
+        Git's never are (git writes its lock through the descriptor it creates
+        it with, mode 0666 less the umask), so even a lock that a kill or a
+        power cut left empty or garbled is provably vaultmem's."""
         path = os.path.join(self.gitdir, ref + ".lock")
-        tmp = self._lock_template(ref)
-        try:
-            _write_file(tmp, new.hex().encode("ascii") + b"\n")
-        except OSError as err:
-            raise _storage_error(err) from err
         deadline = time.monotonic() + LOCK_WAIT
         pause = 0.001
-        try:
-            while True:
+        while True:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, LOCK_MODE)
+                break
+            except FileNotFoundError:
                 try:
-                    os.link(tmp, path)
-                    return path
-                except FileNotFoundError:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
-                except FileExistsError:
-                    if time.monotonic() >= deadline:
-                        raise BusyError(
-                            f"Error: {ref}.lock exists: another program (a git command?) is updating the vault, "
-                            "so nothing was changed. Try again when it has finished; if no git command is "
-                            f"running, that file was left by one that died: remove {path}."
-                        ) from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.05)
                 except OSError as err:
                     raise _storage_error(err) from err
-        except BaseException:
+            except FileExistsError:
+                if time.monotonic() >= deadline:
+                    raise BusyError(
+                        f"Error: {ref}.lock exists: another program (a git command?) is updating the vault, "
+                        "so nothing was changed. Try again when it has finished; if no git command is "
+                        f"running, that file was left by one that died: remove {path}."
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            except OSError as err:
+                raise _storage_error(err) from err
+        try:
+            content = new.hex().encode("ascii") + b"\n"
+            if os.write(fd, content) != len(content):
+                raise OSError(errno.ENOSPC, "short write to the ref lock")
+        except OSError as err:
+            os.close(fd)
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-
-    def _lock_template(self, ref: str) -> str:
-        return os.path.join(self.state, f"tmp-{os.getpid()}-{ref.rsplit('/', 1)[-1]}.lock")
-
-    def _release_template(self, ref: str) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self._lock_template(ref))
+                os.unlink(path)
+            raise _storage_error(err) from err
+        os.close(fd)
+        return path
 
     def _our_lock(self, lock_path: str) -> bool:
-        """Whether ``lock_path`` is a ref lock vaultmem linked from its state folder."""
+        """Whether ``lock_path`` is a ref lock vaultmem made (no write permission bit)."""
         try:
             st = os.lstat(lock_path)
         except OSError:
             return False
-        if st.st_nlink < 2:
-            return False
-        for template in self.state.glob("tmp-*.lock"):
-            with contextlib.suppress(OSError):
-                mine = os.lstat(template)
-                if (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino):
-                    return True
-        return False
+        return stat.S_ISREG(st.st_mode) and st.st_mode & 0o222 == 0
 
     def _keep(self, name: str) -> str | None:
         """Protect the pack about to be written from repack and gc; None if a
@@ -444,7 +438,6 @@ class CommitPath:
                 os.unlink(lock_path)  # a lock of ours the power cut left behind
             path = self._take_ref_lock(ref, target)
             os.rename(path, os.path.join(self.gitdir, ref))
-            self._release_template(ref)
         self.checkpoint()
 
     def _repair_garbled_refs(self) -> None:
@@ -468,7 +461,6 @@ class CommitPath:
                 os.unlink(lock_path)
             path = self._take_ref_lock(ref, move.new)
             os.rename(path, os.path.join(self.gitdir, ref))
-            self._release_template(ref)
 
     def _restore_pack(self, data: bytes) -> None:
         name = objects.pack_name(data)
