@@ -387,7 +387,7 @@ class CommitPath:
     def _clear_dead_writer(self) -> None:
         """Called by the writer lock when its previous holder died: remove
         exactly what that writer made, and only what is provably vaultmem's (a
-        ref lock linked from the state folder, a keep linked to the marker);
+        ref lock without write permission bits, a keep linked to the marker);
         finish its move if it was durable."""
         intent = self.lock.read_intent()
         if intent is not None:
