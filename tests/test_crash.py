@@ -20,7 +20,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from conftest import commit_count, git
 
-from vaultmem import Vault, VaultMemoryTool, commits, journal, upkeep
+from vaultmem import Vault, VaultMemoryTool, commits, journal, objects, upkeep
 from vaultmem.errors import BusyError, IntegrityError
 
 TESTS = Path(__file__).resolve().parent
@@ -642,3 +642,37 @@ def test_a_garbled_main_after_a_checkpoint_is_repaired_from_the_journal(
     VaultMemoryTool(reader, actor="n").call({"command": "create", "path": "/memories/c.txt", "file_text": "c"})
     assert git(vault_path, "rev-parse", "main^").strip() == head
     fsck_clean(vault_path)
+
+
+def test_after_a_power_cut_a_garbled_index_is_rebuilt_from_its_pack(
+    vault: Vault, vault_path: Path, key: str, call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a file-system journal a power cut can keep an index's name and
+    lose its data, for a pack no journal record names any more."""
+    call(command="create", path="/memories/a.txt", file_text="a")
+    vault.close()  # a checkpoint covers the first write
+    older = sorted((vault_path / "objects" / "pack").glob("pack-*.idx"))
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)
+    call(command="create", path="/memories/b.txt", file_text="b")  # a record no checkpoint covers
+    garbled = older[0]
+    whole = garbled.read_bytes()
+    garbled.chmod(0o644)
+    garbled.write_bytes(whole[:1032] + b"\xff" * (len(whole) - 1032))
+    assert not objects.valid_index(garbled.read_bytes())
+    power_cut(monkeypatch)
+    VaultMemoryTool(Vault.open(vault_path, key=key), actor="n").call(
+        {"command": "create", "path": "/memories/c.txt", "file_text": "c"}
+    )
+    assert garbled.read_bytes() == whole
+    fsck_clean(vault_path)
+
+
+def test_valid_index_accepts_whole_indexes_only() -> None:
+    pack = objects.build_pack([objects.packed(objects.BLOB, b"blob %d" % i) for i in range(40)])
+    assert objects.valid_index(pack.idx)
+    assert objects.index_of(pack.data) == pack.idx
+    assert not objects.valid_index(pack.idx[:-1])
+    assert not objects.valid_index(b"\0" * len(pack.idx))
+    swapped = bytearray(pack.idx)
+    swapped[8 + 4 * 100 : 8 + 4 * 101] = b"\xff\xff\xff\xff"  # a fan-out entry larger than the next
+    assert not objects.valid_index(bytes(swapped))

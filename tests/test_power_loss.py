@@ -87,9 +87,10 @@ def power_cuts(base: Path, journal: bool, control: bool) -> list[Outcome]:
     last = sum(o.found is not None and o.found == o.acked_before - 1 for o in outcomes)
     print(
         f"\n{'control' if control else 'vaultmem'} on {'ext4' if journal else 'ext4 without a journal'}: "
-        f"{writer.acked} calls, {len(outcomes)} images; {sum(o.lost for o in outcomes)} lack an acknowledged "
+        f"{writer.acked} calls, {len(outcomes)} images; {sum(o.lost and not o.file_system_lost for o in outcomes)} lack an acknowledged "
         f"call ({last} just the last one); {sum(o.fsck_before[0] != 0 for o in outcomes)} fail git fsck before "
         f"recovery, {sum(o.fsck_after[0] != 0 for o in outcomes)} after; "
+        f"{sum(o.file_system_lost for o in outcomes)} that e2fsck could not repair; "
         f"{sum(bool(o.problems) for o in outcomes)} with problems. Seconds: start {writing - began:.1f}, "
         f"imaging {imaged - writing:.1f}, booting the images {time.monotonic() - booting:.1f}"
     )
@@ -101,6 +102,12 @@ def power_cuts(base: Path, journal: bool, control: bool) -> list[Outcome]:
 @pytest.mark.parametrize("journal", JOURNALS)
 def test_every_acknowledged_call_survives_a_power_cut(devices: None, tmp_path: Path, journal: bool) -> None:
     outcomes = power_cuts(tmp_path, journal, control=False)
+    gone = [outcome for outcome in outcomes if outcome.file_system_lost]
+    # ext4 with its journal always comes back; without one, e2fsck may give up
+    # on a few images, which then judge nothing (Outcome.file_system_lost).
+    assert len(gone) <= (0 if journal else IMAGES // 4), "e2fsck could not repair:\n" + "\n".join(
+        outcome.line() for outcome in gone
+    )
     bad = [outcome for outcome in outcomes if outcome.problems]
     assert not bad, f"{len(bad)} of {len(outcomes)} images (kept in {tmp_path / 'images'}):\n" + "\n".join(
         outcome.line() for outcome in bad
@@ -111,6 +118,6 @@ def test_every_acknowledged_call_survives_a_power_cut(devices: None, tmp_path: P
 @pytest.mark.parametrize("journal", JOURNALS)
 def test_the_harness_catches_an_acknowledgement_before_the_sync(devices: None, tmp_path: Path, journal: bool) -> None:
     outcomes = power_cuts(tmp_path, journal, control=True)
-    caught = [o for o in outcomes if o.found is not None and o.found < o.acked_before]
+    caught = [o for o in outcomes if not o.file_system_lost and o.found is not None and o.found < o.acked_before]
     assert caught, "no image lacked an acknowledged call: this harness cannot see a lost write"
     shutil.rmtree(tmp_path / "images")

@@ -45,7 +45,8 @@ from pathlib import Path
 
 from . import durable, objects
 from .errors import BusyError, IntegrityError, StorageError, VaultError
-from .journal import Journal, JournalFullError, Move, epoch
+from .journal import Journal, JournalFullError, Move
+from .journal import epoch as epoch  # tests run as after a power cut by replacing it
 
 LOCK_WAIT = 2.0  # seconds to wait for another program's ref lock
 COMMITTER = b"vaultmem <vaultmem@localhost>"
@@ -432,6 +433,7 @@ class CommitPath:
         for move in moves:
             if move.pack:
                 self._restore_pack(move.pack)
+        self._repair_indexes()
         for ref, target in replay(self.gitdir, moves).items():
             lock_path = os.path.join(self.gitdir, ref + ".lock")
             if self._our_lock(lock_path):
@@ -461,6 +463,21 @@ class CommitPath:
                 os.unlink(lock_path)
             path = self._take_ref_lock(ref, move.new)
             os.rename(path, os.path.join(self.gitdir, ref))
+
+    def _repair_indexes(self) -> None:
+        """After a power cut, an index whose name reached the disk but whose
+        data did not (a file system without a journal) is rebuilt from its
+        pack, when the pack checks out; one that cannot be is left for verify."""
+        for idx in self.pack_dir.glob("pack-*.idx"):
+            try:
+                if objects.valid_index(idx.read_bytes()):
+                    continue
+                rebuilt = objects.index_of(idx.with_suffix(".pack").read_bytes())
+            except (OSError, ValueError, IndexError):
+                continue
+            tmp = os.path.join(self.state, f"tmp-{os.getpid()}.idx")
+            _write_file(tmp, rebuilt)
+            os.rename(tmp, idx)
 
     def _restore_pack(self, data: bytes) -> None:
         name = objects.pack_name(data)

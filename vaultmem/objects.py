@@ -212,6 +212,21 @@ def _entries(pack: bytes) -> Iterator[tuple[int, int, int, bytes]]:
         yield kind, start, offset, data
 
 
+def valid_index(idx: bytes) -> bool:
+    """Whether ``idx`` is a whole version 2 pack index: header, a fan-out
+    table that never decreases, its size for that count, its checksum."""
+    if len(idx) < 8 + 256 * 4 + 40 or idx[:8] != b"\377tOc\x00\x00\x00\x02":
+        return False
+    fanout = struct.unpack(">256I", idx[8 : 8 + 256 * 4])
+    if any(a > b for a, b in itertools.pairwise(fanout)):
+        return False
+    count = fanout[-1]
+    large = sum(1 for i in range(count) if idx[8 + 1024 + 24 * count + 4 * i] & 0x80) if count else 0
+    if len(idx) != 8 + 1024 + 28 * count + 8 * large + 40:
+        return False
+    return hashlib.sha1(idx[:-20]).digest() == idx[-20:]
+
+
 def unpack(pack: bytes) -> list[PackedObject]:
     """The objects of a pack vaultmem wrote (checked against the pack's checksum)."""
     return [packed(kind, data) for kind, _, _, data in _entries(pack)]

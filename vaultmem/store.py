@@ -20,6 +20,7 @@ from typing import Any
 
 import pygit2
 
+from . import commits as commit_path
 from . import durable, expiry, keys, objects, paths, transfer
 from . import policy as policy_mod
 from .commits import CommitPath, Damaged, Draft, RefMoved, read_ref, replay
@@ -44,6 +45,7 @@ from .history import (
     read_commit,
     walk,
 )
+from .journal import Journal
 from .keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from .paths import MemoryPath
 from .policy import Policy
@@ -233,10 +235,20 @@ class Vault:
         ref = repo.references.get(KEYRING_REF)
         if not repo.is_bare or ref is None:
             raise NotAVaultError(f"Error: {folder} is not a vault (a git repository without a vaultmem keyring).")
-        doc = Keyring.parse(keyring_blob(repo, ref.target))
-        user_key = cls._user_key(key, key_file, passphrase, doc.get("protector"))
-        vault = cls(folder, Keyring.unlock(doc, user_key), clock)
-        vault._load_overlay()
+        alternate, overlay = _power_cut_view(folder)
+        try:
+            if alternate is not None:
+                repo.odb.add_disk_alternate(alternate)
+            doc = Keyring.parse(keyring_blob(repo, ref.target))
+            user_key = cls._user_key(key, key_file, passphrase, doc.get("protector"))
+            vault = cls(folder, Keyring.unlock(doc, user_key), clock)
+        except BaseException:
+            if alternate is not None:
+                shutil.rmtree(alternate, ignore_errors=True)
+            raise
+        if alternate is not None:
+            weakref.finalize(vault, shutil.rmtree, alternate, True)
+        vault._alternate, vault._overlay = alternate, overlay
         return vault
 
     # -- plumbing ------------------------------------------------------------
@@ -269,38 +281,6 @@ class Vault:
                     "write repairs it from vaultmem's journal if it can; otherwise run `vaultmem verify`."
                 ) from err
         return pygit2.Oid(raw=raw) if raw is not None else None
-
-    def _load_overlay(self) -> None:
-        """After a power cut, the journal may hold acknowledged moves that did
-        not reach git's files.  Until the next write repairs them, this
-        instance reads through them: their packs in a private folder outside
-        the vault (a git alternate of this process's handles only), and main
-        as replayed.  Reads only: opening a vault never writes to it."""
-        try:
-            moves = [m for m in self._commits.journal.pending() if m.epoch != self._commits.epoch]
-        except OSError:
-            return
-        if not moves:
-            return
-        target = replay(self.path, moves).get(MAIN)
-        folder = tempfile.mkdtemp(prefix="vaultmem-journal-")
-        weakref.finalize(self, shutil.rmtree, folder, True)
-        os.mkdir(os.path.join(folder, "pack"))
-        for move in moves:
-            if move.pack:
-                with contextlib.suppress(ValueError):
-                    name = objects.pack_name(move.pack)
-                    with open(os.path.join(folder, "pack", f"pack-{name}.pack"), "wb") as fh:
-                        fh.write(move.pack)
-                    with open(os.path.join(folder, "pack", f"pack-{name}.idx"), "wb") as fh:
-                        fh.write(objects.index_of(move.pack))
-        self._alternate = folder
-        if target is not None:
-            try:
-                disk: bytes | None = read_ref(self.path, MAIN)
-            except Damaged:
-                disk = DAMAGED
-            self._overlay = (disk, target)
 
     def _handle(self) -> pygit2.Repository:
         repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -793,6 +773,47 @@ class Entry:
     path: str
     kind: str
     size: int
+
+
+def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes] | None]:
+    """After a power cut, the journal may hold acknowledged moves that did
+    not reach git's files, and an index may have kept its name but lost its
+    data.  Until the next write repairs them, a vault reads through a private
+    folder outside the vault, added as a git alternate of its own handles
+    only: the journal's packs, and rebuilt indexes (with their packs) for
+    invalid ones; ``main`` is read as replayed.  Returns that folder and
+    ``(main on disk, main as replayed)``, or Nones when there was no power
+    cut.  Reads only: opening a vault never writes to it."""
+    try:
+        moves = [m for m in Journal(gitdir).pending() if m.epoch != commit_path.epoch(gitdir)]
+    except OSError:
+        return None, None
+    if not moves:
+        return None, None
+    folder = tempfile.mkdtemp(prefix="vaultmem-journal-")
+    pack_dir = os.path.join(folder, "pack")
+    os.mkdir(pack_dir)
+    packs = [move.pack for move in moves if move.pack]
+    for idx in (gitdir / "objects" / "pack").glob("pack-*.idx"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if not objects.valid_index(idx.read_bytes()):
+                packs.append(idx.with_suffix(".pack").read_bytes())
+    for data in packs:
+        with contextlib.suppress(ValueError, IndexError):
+            name = objects.pack_name(data)
+            index = objects.index_of(data)
+            with open(os.path.join(pack_dir, f"pack-{name}.pack"), "wb") as fh:
+                fh.write(data)
+            with open(os.path.join(pack_dir, f"pack-{name}.idx"), "wb") as fh:
+                fh.write(index)
+    target = replay(gitdir, moves).get(MAIN)
+    if target is None:
+        return folder, None
+    try:
+        disk: bytes | None = read_ref(gitdir, MAIN)
+    except Damaged:
+        disk = DAMAGED
+    return folder, (disk, target)
 
 
 def _looks_like_time(text: str) -> bool:
