@@ -84,10 +84,11 @@ def power_cuts(base: Path, journal: bool, control: bool) -> list[Outcome]:
         outcomes.append(outcome)
         if not outcome.problems:
             image.unlink()  # the others stay for a post-mortem
-    last = sum(o.found is not None and o.found == o.acked_before - 1 for o in outcomes)
+    judged = [o for o in outcomes if not o.file_system_lost]
+    last = sum(o.found is not None and o.found == o.acked_before - 1 for o in judged)
     print(
         f"\n{'control' if control else 'vaultmem'} on {'ext4' if journal else 'ext4 without a journal'}: "
-        f"{writer.acked} calls, {len(outcomes)} images; {sum(o.lost and not o.file_system_lost for o in outcomes)} lack an acknowledged "
+        f"{writer.acked} calls, {len(outcomes)} images; {sum(o.lost for o in judged)} lack an acknowledged "
         f"call ({last} just the last one); {sum(o.fsck_before[0] != 0 for o in outcomes)} fail git fsck before "
         f"recovery, {sum(o.fsck_after[0] != 0 for o in outcomes)} after; "
         f"{sum(o.file_system_lost for o in outcomes)} that e2fsck could not repair; "
