@@ -79,7 +79,9 @@ class Upkeep:
                         break  # a quiet pause: time for upkeep
                 self._since_run = 0
                 started = self._pokes
-            with contextlib.suppress(OSError, ValueError):
+            # Upkeep is optional: whatever stops it (a full disk, a damaged
+            # ref) stops the next write too, which reports it to its caller.
+            with contextlib.suppress(Exception):
                 self.run_once()
             with self._wake:
                 if self._stopping or self._pokes == started:  # nothing came in meanwhile
