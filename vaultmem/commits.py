@@ -575,7 +575,16 @@ def _allocate(fd: int) -> None:
 
 
 def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = False) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+    """A new read-only file at ``path`` (a temporary name in the state folder).
+    Created exclusively: a leftover of the same name (a dead process with the
+    same pid) is removed first, since a read-only file cannot be reopened for
+    writing by anyone but root."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o444)
+    except FileExistsError:
+        os.unlink(path)
+        fd = os.open(path, flags, 0o444)
     try:
         view = memoryview(data)
         while view:
