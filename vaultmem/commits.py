@@ -448,11 +448,8 @@ class CommitPath:
         of a rename): the newest move the journal still holds for it, when
         that move was made before this epoch."""
         for ref in (MAIN_REF, *EXTRA_REFS):
-            try:
-                if read_ref(self.gitdir, ref) is not None:
-                    continue
-            except Damaged:
-                pass
+            if _safe_read(self.gitdir, ref) not in (None, DAMAGED_REF):
+                continue
             move = self.journal.latest(ref)
             if move is None or move.epoch == self.epoch:
                 continue
@@ -487,12 +484,8 @@ class CommitPath:
         except ValueError:
             return
         for suffix, want in ((".pack", data), (".idx", idx)):
-            try:
-                with open(stem + suffix, "rb") as fh:
-                    if fh.read() == want:
-                        continue
-            except OSError:
-                pass
+            if _holds_bytes(stem + suffix, want):
+                continue
             tmp = os.path.join(self.state, f"tmp-{os.getpid()}{suffix}")
             _write_file(tmp, want)
             os.rename(tmp, stem + suffix)
@@ -547,12 +540,17 @@ def _safe_read(gitdir: Path, ref: str) -> bytes | None:
         return DAMAGED_REF
 
 
-def _holds(lock_path: str, new: bytes) -> bool:
+def _holds_bytes(path: str, want: bytes) -> bool:
+    """Whether the file at ``path`` exists and holds exactly ``want``."""
     try:
-        with open(lock_path, "rb") as fh:
-            return fh.read(64) == new.hex().encode("ascii") + b"\n"
+        with open(path, "rb") as fh:
+            return fh.read() == want
     except OSError:
         return False
+
+
+def _holds(lock_path: str, new: bytes) -> bool:
+    return _holds_bytes(lock_path, new.hex().encode("ascii") + b"\n")
 
 
 def _remove(paths: Sequence[str]) -> None:

@@ -243,7 +243,14 @@ class Journal:
                 break
             yield seq, kind, payload, offset
             offset, seq = end, seq + 1
-        self._end, self._seq = offset, seq
+
+    def _end_of(self, fd: int, header: _Header) -> tuple[int, int]:
+        """The offset after the last record read from ``header`` on, and the
+        sequence number the next record gets."""
+        offset, seq = header.scan, header.next_seq
+        for got, _, payload, at in self._records(fd, header):
+            offset, seq = at + _REC.size + len(payload) + 4, got + 1
+        return offset, seq
 
     def pending(self) -> list[Move]:
         """The moves no checkpoint covers yet, oldest first, without the ones
@@ -353,12 +360,10 @@ class Journal:
         header = self._read_header(fd)
         if self._header is None or header != self._header or self._end < header.scan:
             self._header = header
-            for _ in self._records(fd, header):
-                pass
+            self._end, self._seq = self._end_of(fd, header)
             return
         # Same header: records are only ever appended, so continue from where we were.
-        for _ in self._records(fd, _Header(0, header.generation, self._end, self._seq, 0)):
-            pass
+        self._end, self._seq = self._end_of(fd, _Header(0, header.generation, self._end, self._seq, 0))
 
     def room(self, size: int) -> bool:
         """Whether a move whose encoding takes ``size`` bytes fits now."""
@@ -385,13 +390,11 @@ class Journal:
                 raise ValueError("a journal restarts only when every record is covered")
             new = _Header(header.count + 1, header.generation + 1, HEADER, self._seq, through)
         else:
-            offset, seq = header.scan, header.next_seq
+            offset, seq = self._end, self._seq  # every record covered, unless one after ``through`` is found
             for got, _, _, at in self._records(fd, header):
                 if got > through:
                     offset, seq = at, got
                     break
-            else:
-                offset, seq = self._end, self._seq
             new = _Header(header.count + 1, header.generation, offset, seq, max(through, header.checkpointed))
         data = new.encode()
         os.pwrite(fd, data, _COPY if new.count % 2 else 0)
