@@ -103,6 +103,11 @@ def encode(draft: Draft, headers: Headers | None) -> objects.PackedObject:
     return objects.packed(objects.COMMIT, body)
 
 
+def ident(name: str, email: str) -> bytes:
+    """A commit's ``Name <email>`` (vaultmem records the actor as both)."""
+    return f"{name} <{email}>".encode()
+
+
 # -- refs on disk -------------------------------------------------------------
 
 
@@ -183,16 +188,14 @@ class CommitPath:
         """Make ``draft`` the new tip of ``ref`` with ``new_objects``, durably.
 
         ``expected`` is the tip the change was built on (None: the ref does not
-        exist yet); if the ref holds anything else, RefMoved is raised and
-        nothing is written.  With ``checkpoint``, git's own files are synced
+        exist yet); if the ref holds anything else under its lock, RefMoved is
+        raised and nothing is changed (the record is voided).  With ``checkpoint``, git's own files are synced
         too before returning (rare writes whose ref must never need repair:
         the keyring, the policy).  On any failure nothing is changed."""
         commit = encode(draft, headers)
         pack = objects.build_pack([*new_objects, commit])
         self.lock.write_intent(durable.Intent(ref, commit.id.hex(), pack.name))
         _step("locked")
-        if self._current(ref) != expected:
-            raise RefMoved(f"Error: {ref} moved while the change was being made; try again.")
         made: list[str] = []
         keep: str | None = None
         move: Move | None = None
@@ -334,15 +337,14 @@ class CommitPath:
             made.append(stem + suffix)
             _step("packed" if suffix == ".pack" else "indexed")
         if sync:
-            _sync_dir(self.pack_dir)
+            durable.sync_dir(self.pack_dir)
 
     def _journal(self, move: Move, pack: objects.Pack) -> Move:
-        """Append the move and sync it; a move too large for the journal is
-        synced in place instead (its pack, then a record without it)."""
+        """Append the move and sync it (starting a new pass of the journal if
+        it is full); a move too large for any journal is synced in place
+        instead: its pack, then a record without it."""
         try:
-            if not self.journal.room(len(move.encode())):
-                self.checkpoint(restart=True)
-            return self.journal.append(move, between=lambda: _step("journaled"))
+            return self._append(move)
         except JournalFullError:
             stem = os.path.join(self.pack_dir, f"pack-{pack.name}")
             for suffix in (".pack", ".idx"):  # installed already: sync it where it is
@@ -351,11 +353,17 @@ class CommitPath:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            _sync_dir(self.pack_dir)
-            small = Move(0, move.ref, move.old, move.new, move.epoch, b"")
-            if not self.journal.room(len(small.encode())):
-                self.checkpoint(restart=True)
-            return self.journal.append(small, between=lambda: _step("journaled"))
+            durable.sync_dir(self.pack_dir)
+            return self._append(Move(0, move.ref, move.old, move.new, move.epoch, b""))
+
+    def _append(self, move: Move) -> Move:
+        try:
+            return self.journal.append(move, between=lambda: _step("journaled"))
+        except JournalFullError as full:
+            if not full.ever:
+                raise
+            self.checkpoint(restart=True)
+            return self.journal.append(move, between=lambda: _step("journaled"))
 
     def _void(self, move: Move) -> None:
         try:
@@ -397,10 +405,10 @@ class CommitPath:
             if self._our_lock(lock_path):
                 os.unlink(lock_path)
             journaled = next((m for m in self.journal.pending() if m.new == new and m.ref == intent.ref), None)
-            current = _safe_read(self.gitdir, intent.ref)  # garbled by a power cut: the repair decides
+            current = read_ref_or_damaged(self.gitdir, intent.ref)  # garbled by a power cut: the repair decides
             if journaled is not None:
                 old = None if journaled.old == ZERO else journaled.old
-                if current == old and current != DAMAGED_REF:
+                if current == old and current != DAMAGED:
                     with contextlib.suppress(RefMoved):
                         self._move(intent.ref, old, new)  # durable already: finish it
             # Its keep goes; its pack stays: if the move was never made, the pack
@@ -448,7 +456,7 @@ class CommitPath:
         of a rename): the newest move the journal still holds for it, when
         that move was made before this epoch."""
         for ref in (MAIN_REF, *EXTRA_REFS):
-            if _safe_read(self.gitdir, ref) not in (None, DAMAGED_REF):
+            if read_ref_or_damaged(self.gitdir, ref) not in (None, DAMAGED):
                 continue
             move = self.journal.latest(ref)
             if move is None or move.epoch == self.epoch:
@@ -529,15 +537,15 @@ def replay(gitdir: Path, moves: Sequence[Move]) -> dict[str, bytes]:
     return out
 
 
-DAMAGED_REF = b"damaged"
+DAMAGED = b"damaged"  # what a ref file that holds no id reads as through read_ref_or_damaged
 
 
-def _safe_read(gitdir: Path, ref: str) -> bytes | None:
-    """The ref's id, None if missing, DAMAGED_REF if its file holds no id."""
+def read_ref_or_damaged(gitdir: Path, ref: str) -> bytes | None:
+    """The ref's id, None if missing, DAMAGED if its file holds no id."""
     try:
         return read_ref(gitdir, ref)
     except Damaged:
-        return DAMAGED_REF
+        return DAMAGED
 
 
 def _holds_bytes(path: str, want: bytes) -> bool:
@@ -600,14 +608,6 @@ def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = Fal
             os.unlink(path)
         raise
     os.close(fd)
-
-
-def _sync_dir(path: os.PathLike[str] | str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _storage_error(err: OSError) -> VaultError:

@@ -54,6 +54,15 @@ def sync_filesystem(gitdir: Path) -> None:
         os.close(fd)
 
 
+def sync_dir(path: os.PathLike[str] | str) -> None:
+    """Make a folder's entries (files created, renamed or removed in it) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class WriterLock:
     """Serialises writers across threads (a mutex) and processes (``flock``).
 

@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import durable
+
 NAME = "journal"
 SIZE = 8 << 20
 HEADER = 4096
@@ -149,7 +151,12 @@ def datasync(fd: int) -> None:
 
 
 class JournalFullError(Exception):
-    """A record larger than the journal can hold: the caller syncs in place."""
+    """A record that does not fit: after a checkpoint that starts a new pass
+    (``ever``), or never (the caller syncs in place instead)."""
+
+    def __init__(self, ever: bool) -> None:
+        super().__init__("the journal has no room for this record" if ever else "the record exceeds the journal")
+        self.ever = ever
 
 
 class Journal:
@@ -199,7 +206,7 @@ class Journal:
                     raise OSError(errno.ENOSPC, "short write to the journal")
             os.fsync(fd)
             os.rename(tmp, self.path)
-            _sync_dir(self.path.parent)
+            durable.sync_dir(self.path.parent)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
@@ -308,15 +315,16 @@ class Journal:
 
     def append(self, move: Move, between: Callable[[], None] | None = None) -> Move:
         """Append a move and sync it: when this returns, the move is durable.
-        Raises JournalFullError if the record does not fit (see :meth:`room`).
+        Raises JournalFullError if the record does not fit now (its ``ever``
+        says whether it would fit a journal that starts a new pass).
         ``between`` runs after the write and before the sync."""
         payload = move.encode()
         if HEADER + _REC.size + len(payload) + 4 > SIZE:
-            raise JournalFullError
+            raise JournalFullError(ever=False)
         fd = self._open(create=True)
         self._find_end(fd)
         if self._end + _REC.size + len(payload) + 4 > SIZE:
-            raise JournalFullError  # the caller checkpoints, then calls restart()
+            raise JournalFullError(ever=True)  # the caller checkpoints with a new pass, then appends again
         seq = self._seq
         written = self._write(fd, COMMIT, seq, payload, between)
         return Move(seq, move.ref, move.old, move.new, move.epoch, move.pack, written)
@@ -365,12 +373,6 @@ class Journal:
         # Same header: records are only ever appended, so continue from where we were.
         self._end, self._seq = self._end_of(fd, _Header(0, header.generation, self._end, self._seq, 0))
 
-    def room(self, size: int) -> bool:
-        """Whether a move whose encoding takes ``size`` bytes fits now."""
-        fd = self._open(create=True)
-        self._find_end(fd)
-        return self._end + _REC.size + size + 4 <= SIZE
-
     def last_seq(self) -> int:
         """The sequence number of the last record (0: none)."""
         fd = self._open(create=True)
@@ -409,11 +411,3 @@ class Journal:
     def checkpointed(self) -> int:
         fd = self._open(create=True)
         return self._read_header(fd).checkpointed
-
-
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

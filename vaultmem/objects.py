@@ -227,11 +227,6 @@ def valid_index(idx: bytes) -> bool:
     return hashlib.sha1(idx[:-20]).digest() == idx[-20:]
 
 
-def unpack(pack: bytes) -> list[PackedObject]:
-    """The objects of a pack vaultmem wrote (checked against the pack's checksum)."""
-    return [packed(kind, data) for kind, _, _, data in _entries(pack)]
-
-
 def index_of(pack: bytes) -> bytes:
     """The index of a pack vaultmem wrote, byte for byte as :func:`build_pack` made it."""
     entries = [(object_id(kind, data), zlib.crc32(pack[start:end]), start) for kind, start, end, data in _entries(pack)]

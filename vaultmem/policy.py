@@ -36,10 +36,10 @@ from typing import Any
 import pygit2
 
 from . import objects
-from .commits import CommitPath, Damaged, Draft, read_ref
+from .commits import CommitPath, Damaged, Draft, Headers, ident, read_ref
 from .crypto import Keyring
 from .errors import IntegrityError, VaultError
-from .history import SEAL_HEADER, parse_trailers, split_seal
+from .history import parse_trailers, split_seal
 from .secrets import detectors
 
 POLICY_REF = "refs/heads/vaultmem-policy"
@@ -235,15 +235,15 @@ def history(repo: pygit2.Repository, keyring: Keyring, limit: int | None = None)
 
 def write_policy(
     commits: CommitPath,
-    keyring: Keyring,
+    seal: Headers,
     policy: Policy,
     changed: list[str],
     actor: str,
     session: str | None,
     now: int,
 ) -> str:
-    """One sealed commit of ``policy.json`` on the policy branch, through the
-    commit path, synced before returning.  The caller holds the writer lock."""
+    """One commit of ``policy.json`` on the policy branch, sealed by ``seal``,
+    through the commit path, synced before returning.  The caller holds the writer lock."""
     try:
         previous = read_ref(commits.gitdir, POLICY_REF)
     except Damaged as err:
@@ -259,11 +259,6 @@ def write_policy(
     if session is not None:
         lines.append(f"Vaultmem-Session: {session}")
     message = f"policy: {summary}"[:200] + "\n\n" + "\n".join(lines) + "\n"
-    ident = actor.encode("utf-8")
-    draft = Draft(tree.id, [previous] if previous is not None else [], ident + b" <" + ident + b">", now, message)
-
-    def seal(plain: bytes) -> list[tuple[bytes, bytes]]:
-        return [(SEAL_HEADER, keyring.seal_commit(plain))]
-
+    draft = Draft(tree.id, [previous] if previous is not None else [], ident(actor, actor), now, message)
     commit = commits.commit(POLICY_REF, previous, [blob, tree], draft, seal, checkpoint=True)
     return commit.id.hex()

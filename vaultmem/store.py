@@ -23,7 +23,7 @@ import pygit2
 from . import commits as commit_path
 from . import durable, expiry, keys, objects, paths, transfer
 from . import policy as policy_mod
-from .commits import CommitPath, Damaged, Draft, RefMoved, read_ref, replay
+from .commits import DAMAGED, CommitPath, Draft, RefMoved, ident, read_ref_or_damaged, replay
 from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
 from .diff import FileChange, changes, unified
 from .errors import (
@@ -55,7 +55,6 @@ from .verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
 ATTEMPTS = 3  # builds of one change when another program keeps moving main
-DAMAGED = b"damaged"  # what a loose ref file that holds no id reads as here
 Clock = Callable[[], float]
 
 _SIGNATURE_BAD = set("<>\n\r\0")
@@ -262,10 +261,7 @@ class Vault:
         return repo
 
     def _head(self) -> pygit2.Oid | None:
-        try:
-            raw: bytes | None = read_ref(self.path, MAIN)  # the loose ref file, read directly: microseconds
-        except Damaged:
-            raw = DAMAGED
+        raw = read_ref_or_damaged(self.path, MAIN)  # the loose ref file, read directly: microseconds
         overlay = self._overlay
         if overlay is not None:
             if overlay[0] == raw:
@@ -396,7 +392,7 @@ class Vault:
                 )
                 message = format_message(change.command, change.paths, actor, session, change.trailers)
                 parents = [snap.commit_id] if snap.commit_id is not None else []
-                draft = Draft(root.id, parents, _ident(actor, actor), now, message)
+                draft = Draft(root.id, parents, ident(actor, actor), now, message)
                 try:
                     commit = self._commits.commit(MAIN, snap.commit_id, [*editor.new, root], draft, self._seal)
                 except RefMoved:
@@ -637,11 +633,8 @@ class Vault:
     def policy(self) -> Policy:
         """The vault's stored policy (the defaults until an operator sets one).
         Raises IntegrityError if the stored policy fails its seal."""
-        try:
-            raw = read_ref(self.path, policy_mod.POLICY_REF)
-            target = raw.hex() if raw is not None else None
-        except Damaged:
-            target = "damaged"
+        raw = read_ref_or_damaged(self.path, policy_mod.POLICY_REF)
+        target = raw.hex() if raw is not None else None
         cached = self._policy
         if cached is None or cached[0] != target:
             policy, _ = policy_mod.read_policy(self.repo, self.keyring)
@@ -682,7 +675,7 @@ class Vault:
             if changed:
                 now = int(self.clock())
                 self._commits.recover()
-                policy_mod.write_policy(self._commits, self.keyring, new, changed, actor, session, now)
+                policy_mod.write_policy(self._commits, self._seal, new, changed, actor, session, now)
             return new
 
     def policy_history(self, limit: int | None = None) -> list[policy_mod.PolicyVersion]:
@@ -809,11 +802,7 @@ def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes
     target = replay(gitdir, moves).get(MAIN)
     if target is None:
         return folder, None
-    try:
-        disk: bytes | None = read_ref(gitdir, MAIN)
-    except Damaged:
-        disk = DAMAGED
-    return folder, (disk, target)
+    return folder, (read_ref_or_damaged(gitdir, MAIN), target)
 
 
 def _looks_like_time(text: str) -> bool:
@@ -831,7 +820,3 @@ def _written(change: Change) -> list[str]:
     out += [new.text for _, new in change.moves]
     out += [p.text for p, entry in change.restores if entry is not None]
     return out
-
-
-def _ident(name: str, email: str) -> bytes:
-    return f"{name} <{email}>".encode()

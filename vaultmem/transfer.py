@@ -333,7 +333,7 @@ def export_folder(vault: Vault, folder: str | os.PathLike[str], at: str | dateti
                 )
             os.rename(staging, destination)
             done = True
-            _sync_dir(base)
+            durable.sync_dir(base)
         finally:
             if not done:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -392,11 +392,3 @@ def _make_dirs(dirs: dict[tuple[str, ...], int], parts: tuple[str, ...]) -> int:
             os.mkdir(parts[depth - 1], 0o700, dir_fd=parent)
             dirs[key] = os.open(parts[depth - 1], _DIR_FLAGS, dir_fd=parent)
     return dirs[parts]
-
-
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, _DIR_FLAGS & ~os.O_NOFOLLOW)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
