@@ -149,6 +149,7 @@ def seeded(tmp_path_factory):
     tool = VaultMemoryTool(vault, actor="support-bot", session="sess-42")
     for path, content in SEED.items():
         tool.call({"command": "create", "path": path, "file_text": content})
+    vault.close()  # the upkeep after the seeding is done: from here on only the hostile calls could change files
     return home, vault_path, vault, tool
 
 

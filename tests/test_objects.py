@@ -72,7 +72,7 @@ def merge_packs(objects_dir: Path, infos: list[objects.PackInfo]) -> list[object
     if merged is None:
         return []
     gitdir = objects_dir.parent
-    CommitPath(gitdir, durable.WriterLock(gitdir)).install(merged[0], sync=True)
+    CommitPath(gitdir, durable.WriterLock(gitdir)).install(merged[0])
     return merged[1]
 
 

@@ -38,6 +38,7 @@ import errno
 import fcntl
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,10 @@ COMMITTER = b"vaultmem <vaultmem@localhost>"
 ZERO = b"\0" * 20
 STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-locked", "moved", "unkept")
 KEEP_MARKER = "keep"
+REF_NEXT = "ref-next"  # in the state folder: the file the next ref lock is made of
+REF_PREV = "ref-prev"  # in the state folder: a ref's old file, kept across its move
+SPARES = "spares"  # in the state folder: empty files made ahead, which new packs are written into
+TRASH = "trash"  # in the state folder: files of retired packs, removed by the upkeep
 LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git makes
 _HEX = frozenset(b"0123456789abcdef")
 
@@ -160,6 +165,9 @@ class CommitPath:
         self.journal = Journal(gitdir)
         self.pack_dir = gitdir / "objects" / "pack"
         self.state = gitdir / durable.STATE_DIR
+        self.spares = self.state / SPARES
+        self.trash = self.state / TRASH
+        self._spare_names: list[str] = []
         self._epoch: bytes | None = None
         self._checked_epoch = False
         lock.on_dirty = self._clear_dead_writer
@@ -227,19 +235,41 @@ class CommitPath:
             self.checkpoint()
         return commit
 
-    def _move(self, ref: str, expected: bytes | None, new: bytes) -> None:
+    def _move(self, ref: str, expected: bytes | None, new: bytes, *, check: bool = True) -> None:
         """Move ``ref`` from ``expected`` to ``new`` as git does: its lock,
-        a re-read under it (RefMoved if someone else moved it), a rename."""
+        a re-read under it (RefMoved if someone else moved it; not with
+        ``check=False``, a repair), a rename.
+
+        The ref's old file is kept by a second name (``ref-prev`` in the
+        state folder) across the rename and becomes the next lock's file
+        (``ref-next``): a move then neither allocates nor frees an inode or a
+        block, which on some file systems costs a synchronous discard or a
+        scan of recently freed inodes (docs/format.md, "Ref files are reused")."""
+        ref_path = os.path.join(self.gitdir, ref)
         lock_path = self._take_ref_lock(ref, new)
+        prev = os.path.join(self.state, REF_PREV)
+        kept = False
         try:
             _step("ref-locked")
-            if self._current(ref) != expected:
+            if check and self._current(ref) != expected:
                 raise RefMoved(f"Error: {ref} moved while the change was being made; try again.")
-            os.rename(lock_path, os.path.join(self.gitdir, ref))
+            kept = _link_over(ref_path, prev)
+            os.rename(lock_path, ref_path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(lock_path)
+            if kept:
+                with contextlib.suppress(OSError):
+                    os.unlink(prev)
             raise
+        # The lock's file is the ref now: it may never be written in place
+        # again.  The old ref file (no longer any ref's) takes its place.
+        spare = os.path.join(self.state, REF_NEXT)
+        with contextlib.suppress(OSError):
+            if kept:
+                os.rename(prev, spare)
+            else:
+                os.unlink(spare)
 
     def _current(self, ref: str) -> bytes | None:
         try:
@@ -254,17 +284,25 @@ class CommitPath:
         for another program's lock up to LOCK_WAIT seconds, then fail (never
         removing it).
 
-        vaultmem's ref locks are created without any write permission bit.
-        Git's never are (git writes its lock through the descriptor it creates
-        it with, mode 0666 less the umask), so even a lock that a kill or a
-        power cut left empty or garbled is provably vaultmem's."""
+        The lock is ``ref-next`` of the state folder, written and then hard
+        linked into place (a link fails if the name exists, exactly as git's
+        exclusive create does).  vaultmem's ref locks have no write permission
+        bit.  Git's always have one (git writes its lock through the
+        descriptor it creates it with, mode 0666 less the umask), so even a
+        lock that a kill or a power cut left empty or garbled is provably
+        vaultmem's."""
         path = os.path.join(self.gitdir, ref + ".lock")
+        spare = os.path.join(self.state, REF_NEXT)
+        try:
+            _fill_spare(spare, new.hex().encode("ascii") + b"\n")
+        except OSError as err:
+            raise _storage_error(err) from err
         deadline = time.monotonic() + LOCK_WAIT
         pause = 0.001
         while True:
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, LOCK_MODE)
-                break
+                os.link(spare, path)
+                return path
             except FileNotFoundError:
                 try:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -281,17 +319,6 @@ class CommitPath:
                 pause = min(pause * 2, 0.05)
             except OSError as err:
                 raise _storage_error(err) from err
-        try:
-            content = new.hex().encode("ascii") + b"\n"
-            if os.write(fd, content) != len(content):
-                raise OSError(errno.ENOSPC, "short write to the ref lock")
-        except OSError as err:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            raise _storage_error(err) from err
-        os.close(fd)
-        return path
 
     def _our_lock(self, lock_path: str) -> bool:
         """Whether ``lock_path`` is a ref lock vaultmem made (no write permission bit)."""
@@ -319,25 +346,100 @@ class CommitPath:
                     os.makedirs(self.pack_dir, exist_ok=True)
         raise OSError(errno.ENOENT, "cannot create a keep file", keep)
 
-    def install(self, pack: objects.Pack, sync: bool = False) -> None:
-        """Put a pack whose objects are all reachable already in place (a merge)."""
-        self._install(pack, sync=sync)
+    def install(self, pack: objects.Pack) -> None:
+        """Put a pack whose objects are all reachable already in place (a
+        merge): synced before its rename, and safe without the writer lock
+        (its temporary name is its own)."""
+        self._install(pack, sync=True, tmp=f"tmp-{os.getpid()}-{threading.get_ident()}-merge", steps=False)
 
-    def _install(self, pack: objects.Pack, sync: bool = False, made: list[str] | None = None) -> None:
+    def _install(
+        self,
+        pack: objects.Pack,
+        sync: bool = False,
+        made: list[str] | None = None,
+        tmp: str | None = None,
+        steps: bool = True,
+    ) -> None:
         """Put the pack and its index in place (index last); each path created
         is added to ``made`` at once, for removal if the write fails."""
         stem = os.path.join(self.pack_dir, f"pack-{pack.name}")
         if os.path.exists(stem + ".idx") and os.path.exists(stem + ".pack"):
             return
         made = made if made is not None else []
+        base = os.path.join(self.state, tmp or f"tmp-{os.getpid()}")
         for suffix, data in ((".pack", pack.data), (".idx", pack.idx)):
-            tmp = os.path.join(self.state, f"tmp-{os.getpid()}{suffix}")
-            _write_file(tmp, data, sync=sync, allocate=True)
-            os.rename(tmp, stem + suffix)
+            spare = None if tmp is not None else self._take_spare()
+            if spare is None:
+                _write_file(base + suffix, data, sync=sync, allocate=True)
+                os.rename(base + suffix, stem + suffix)
+            else:
+                _fill(spare[0], spare[1], data, sync=sync, allocate=True)
+                os.rename(spare[1], stem + suffix)
             made.append(stem + suffix)
-            _step("packed" if suffix == ".pack" else "indexed")
-        if sync:
-            durable.sync_dir(self.pack_dir)
+            if steps:
+                _step("packed" if suffix == ".pack" else "indexed")
+
+    def _take_spare(self) -> tuple[int, str] | None:
+        """A spare file (made empty, ahead, by the upkeep) opened for
+        writing, and its path; None when there is none.  Spares are files no
+        one has ever read, so writing one disturbs no reader: a file of a
+        removed pack is never reused (a reader may still map it)."""
+        for _ in range(2):
+            while self._spare_names:
+                path = os.path.join(self.spares, self._spare_names.pop())
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW)
+                except PermissionError:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)  # written by a writer that was killed: read-only now
+                    continue
+                except OSError:
+                    continue  # taken by a writer of another process
+                return fd, path
+            try:
+                self._spare_names = os.listdir(self.spares)
+            except OSError:
+                return None
+            if not self._spare_names:
+                return None
+        return None
+
+    def retire(self, pack: Path) -> None:
+        """Take a pack out of git's sight (its index first, as git's own
+        repack removes them) by renaming its files into the trash: a rename
+        frees nothing, so it costs no discard or inode bookkeeping in the
+        call; the upkeep removes the trash."""
+        os.makedirs(self.trash, exist_ok=True)
+        for suffix in (".idx", ".pack"):
+            path = pack.with_suffix(suffix)
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(path, os.path.join(self.trash, path.name))
+
+    def empty_trash(self) -> None:
+        """Remove retired packs' files (the upkeep, without the writer lock:
+        nothing but vaultmem writes in the trash, and nothing reads it)."""
+        try:
+            names = os.listdir(self.trash)
+        except FileNotFoundError:
+            return
+        for name in names:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.trash, name))
+
+    def make_spares(self, want: int) -> None:
+        """Top the spares up to ``want`` files (the upkeep, without the
+        writer lock: an empty file is complete as soon as it exists, and its
+        name is its own)."""
+        try:
+            have = len(os.listdir(self.spares))
+        except FileNotFoundError:
+            os.makedirs(self.spares, exist_ok=True)
+            have = 0
+        for _ in range(want - have):
+            name = f"{os.getpid()}-{threading.get_ident()}-{os.urandom(6).hex()}"
+            os.close(
+                os.open(os.path.join(self.spares, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            )
 
     def _journal(self, move: Move, pack: objects.Pack) -> Move:
         """Append the move and sync it (starting a new pass of the journal if
@@ -418,9 +520,28 @@ class CommitPath:
             keep = os.path.join(self.pack_dir, f"pack-{intent.pack}.keep")
             if self._is_our_keep(keep):
                 os.unlink(keep)
+            self._finish_rotation(intent.ref)
         for leftover in self.state.glob("tmp-*"):  # only vaultmem writes in its state folder
             with contextlib.suppress(OSError):
                 leftover.unlink()
+
+    def _finish_rotation(self, ref: str) -> None:
+        """A writer killed between renaming its lock over the ref and
+        renaming the ref's old file to ``ref-next`` left both names: finish
+        the rotation (or drop the old file's extra name)."""
+        prev = os.path.join(self.state, REF_PREV)
+        spare = os.path.join(self.state, REF_NEXT)
+        try:
+            same = os.path.samefile(spare, os.path.join(self.gitdir, ref))
+        except OSError:
+            same = False
+        with contextlib.suppress(OSError):
+            if same and os.path.lexists(prev):
+                os.rename(prev, spare)
+            elif same:
+                os.unlink(spare)
+            else:
+                os.unlink(prev)
 
     def _is_our_keep(self, keep: str) -> bool:
         try:
@@ -446,8 +567,7 @@ class CommitPath:
             lock_path = os.path.join(self.gitdir, ref + ".lock")
             if self._our_lock(lock_path):
                 os.unlink(lock_path)  # a lock of ours the power cut left behind
-            path = self._take_ref_lock(ref, target)
-            os.rename(path, os.path.join(self.gitdir, ref))
+            self._move(ref, None, target, check=False)
         self.checkpoint()
 
     def _repair_garbled_refs(self) -> None:
@@ -466,8 +586,7 @@ class CommitPath:
             lock_path = os.path.join(self.gitdir, ref + ".lock")
             if self._our_lock(lock_path):
                 os.unlink(lock_path)
-            path = self._take_ref_lock(ref, move.new)
-            os.rename(path, os.path.join(self.gitdir, ref))
+            self._move(ref, None, move.new, check=False)
 
     def _repair_indexes(self) -> None:
         """After a power cut, an index whose name reached the disk but whose
@@ -561,6 +680,49 @@ def _holds(lock_path: str, new: bytes) -> bool:
     return _holds_bytes(lock_path, new.hex().encode("ascii") + b"\n")
 
 
+def _fill_spare(spare: str, content: bytes) -> None:
+    """Write ``content`` into ``spare`` (the next ref lock's file), leaving
+    it without write permission bits.  A spare that has another name too (a
+    ref or a lock, after a crash in the middle of a move) is never written in
+    place: a new file replaces it."""
+    try:
+        os.chmod(spare, 0o600)
+        fd = os.open(spare, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        fd = -1
+    if fd >= 0:
+        info = os.fstat(fd)
+        if info.st_nlink != 1 or not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            os.unlink(spare)
+            fd = -1
+    if fd < 0:
+        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, LOCK_MODE)
+        info = os.fstat(fd)
+    try:
+        os.fchmod(fd, LOCK_MODE)
+        if os.pwrite(fd, content, 0) != len(content):
+            raise OSError(errno.ENOSPC, "short write to the ref lock")
+        if info.st_size != len(content):
+            os.ftruncate(fd, len(content))
+    finally:
+        os.close(fd)
+
+
+def _link_over(target: str, name: str) -> bool:
+    """Give ``target`` the extra name ``name`` (replacing a leftover one);
+    False when there is no ``target`` (a ref only in packed-refs, or new)."""
+    for _ in range(2):
+        try:
+            os.link(target, name)
+            return True
+        except FileExistsError:
+            os.unlink(name)
+        except FileNotFoundError:
+            return False
+    return False
+
+
 def _remove(paths: Sequence[str]) -> None:
     for path in reversed(paths):  # the index before its pack
         with contextlib.suppress(OSError):
@@ -591,6 +753,13 @@ def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = Fal
     except FileExistsError:
         os.unlink(path)
         fd = os.open(path, flags, 0o444)
+    _fill(fd, path, data, sync=sync, allocate=allocate)
+
+
+def _fill(fd: int, path: str, data: bytes, sync: bool = False, allocate: bool = False) -> None:
+    """Write ``data`` through ``fd`` (an empty file at ``path``), leave the
+    file read-only as git's packs are, and close it; on failure the file is
+    removed."""
     try:
         view = memoryview(data)
         while view:
@@ -598,6 +767,7 @@ def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = Fal
             if written <= 0:
                 raise OSError(errno.ENOSPC, "short write", path)
             view = view[written:]
+        os.fchmod(fd, 0o444)
         if sync:
             os.fsync(fd)
         elif allocate:

@@ -3,14 +3,17 @@ journal, in a background thread, so no acknowledged call waits for it.
 
 Each write adds one small pack.  Once writes pause (``IDLE`` seconds without
 one), or every ``EVERY`` writes during a long burst, the thread takes the
-writer lock, merges the smallest packs geometrically (as ``git repack
---geometric=2`` would) into one new pack, and lets go; then it syncs the file
-system *without* the lock, and takes it once more to record the checkpoint in
-the journal and remove the packs the merge replaced (only now that the merged
-pack is durable).  A thread runs only while there is work: it ends after
-``IDLE`` seconds with nothing to do, and a forked child starts its own.
-Everything it does is crash-safe: a merged pack is complete and synced
-before it is renamed into place, and the packs it replaces go only after that.
+writer lock just long enough to read how far the journal goes, merges the
+smallest packs geometrically (as ``git repack --geometric=2`` would) into one
+new pack without the lock, syncs the file system, and takes the lock once more
+to record the checkpoint in the journal.  The packs the merge replaced are
+retired by the next write (two renames a pack, into the state folder's trash,
+so no git command loses a pack it listed after a call returned), and the
+thread removes the trash and makes the empty files new packs are written
+into.  A thread runs only while there is work: it ends after ``IDLE``
+seconds with nothing to do, and a forked child starts its own.  Everything it
+does is crash-safe: a merged pack is complete and synced before it is renamed
+into place, and the packs it replaces go only after the file system is synced.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .commits import CommitPath
 IDLE = 0.05  # seconds without a write before upkeep runs
 EVERY = 32  # writes after which upkeep runs even without a pause
 MERGE_AT = 16  # packs that make a merge worth it
+SPARES = 4 * EVERY  # empty files kept ready for new packs (two a write)
 # Packs of more objects than this are no longer merged: copying them would
 # hold the writer lock for long.  A vault gains such a pack about every 3,000
 # commits (five objects a commit); `git gc` packs them properly.
@@ -47,7 +51,7 @@ class Upkeep:
         self._since_run = 0
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self._redundant: list[Path] = []  # packs a merge replaced, removed by the next write
+        self._redundant: list[objects.PackInfo] = []  # replaced by a durable merge, retired by the next write
         _ALL.add(self)
 
     def poke(self) -> None:
@@ -90,43 +94,59 @@ class Upkeep:
                     return
 
     def run_once(self) -> None:
-        """Merge packs if worth it, then checkpoint the journal."""
+        """Merge packs if worth it, checkpoint the journal, empty the trash
+        and make spares.  The writer lock is held only to read and record the
+        journal's progress: a call waits for no copy, sync or removal."""
         with self.lock.hold():
             self.commits.recover()
-            self._merge()
             through = self.commits.journal.last_seq()
             covered = self.commits.journal.checkpointed()
-        if through > covered:
-            durable.sync_filesystem(self.gitdir)  # without the lock: writers go on meanwhile
-            with self.lock.hold():
-                self.commits.journal.checkpoint(through)
+        replaced = self._merge()
+        if through > covered or replaced:
+            # One sync makes the merged pack's name and every journaled move's
+            # files durable; only then may the journal forget those moves and
+            # the replaced packs go.
+            durable.sync_filesystem(self.gitdir)
+            if through > covered:
+                with self.lock.hold():
+                    self.commits.journal.checkpoint(through)
+            with self._wake:
+                self._redundant += replaced
+        self.commits.empty_trash()
+        self.commits.make_spares(SPARES)
 
-    def _merge(self) -> None:
-        """One merge under the writer lock: the merged pack is synced before
-        it is renamed into place, so the packs it replaces may go (see
-        :meth:`remove_redundant`)."""
+    def _merge(self) -> list[objects.PackInfo]:
+        """Merge the smallest packs into one (without the writer lock: packs
+        are never changed, and a pack still being written has its keep, so
+        the merge never lists it) and return the packs it replaced.  The
+        merged pack is synced before its rename; the replaced packs go only
+        after the file system is synced (see :meth:`run_once`)."""
         packs = [p for p in objects.list_packs(self.gitdir / "objects") if p.count <= MERGE_LIMIT]
         if len(packs) < MERGE_AT:
-            return
+            return []
         victims = objects.geometric_rollup(packs)
-        merged = objects.merge(victims) if victims else None
+        try:
+            merged = objects.merge(victims) if victims else None
+        except FileNotFoundError:
+            return []  # another vault instance merged (and removed) them meanwhile
         if merged is None:
-            return
+            return []
         pack, replaced = merged
-        self.commits.install(pack, sync=True)
+        self.commits.install(pack)
         objects.remember(pack)
         objects.forget(replaced)
         mine = f"pack-{pack.name}.pack"  # the same objects merged again make the same pack
-        self._redundant += [info.pack for info in replaced if info.pack.name != mine]
+        return [info for info in replaced if info.pack.name != mine]
 
     def remove_redundant(self) -> None:
-        """Remove the packs the last merge replaced (their objects are in a
-        synced pack).  Called at the start of a write, under the writer lock:
-        never in the background, where it could pull a pack from under a git
-        command that has just listed it."""
-        redundant, self._redundant = self._redundant, []
-        for pack in redundant:
-            objects.remove_pack(pack)
+        """Retire the packs the last merge replaced: called at the start of a
+        write, under the writer lock, so a git command started after a call
+        returns never loses a pack it has listed.  Retiring is two renames a
+        pack, into the trash; the upkeep removes the files later."""
+        with self._wake:
+            redundant, self._redundant = self._redundant, []
+        for info in redundant:
+            self.commits.retire(info.pack)
 
 
 def _after_fork() -> None:

@@ -1,0 +1,78 @@
+"""No acknowledged call waits for housekeeping (docs/format.md, "Upkeep after
+the call"): merging packs, syncing the file system, removing files and making
+spares happen in the background thread, and none of them holds the writer
+lock, so a call that arrives meanwhile is not held up by them.  A call only
+retires the packs a merge replaced (renames, which free nothing), so that no
+git command started after a call returns loses a pack it has listed."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import git
+
+from vaultmem import Vault, commits, durable, objects, upkeep
+
+
+def test_merges_syncs_and_removals_run_in_the_background_without_the_writer_lock(
+    vault: Vault, vault_path: Path, call: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[str, str, bool]] = []
+    holder: list[threading.Thread | None] = [None]
+    real_hold = vault._lock.hold
+
+    @contextlib.contextmanager
+    def hold() -> Iterator[None]:
+        with real_hold():
+            holder[0] = threading.current_thread()
+            try:
+                yield
+            finally:
+                holder[0] = None
+
+    monkeypatch.setattr(vault._lock, "hold", hold)
+
+    def watch(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            seen.append((name, threading.current_thread().name, holder[0] is threading.current_thread()))
+            return real(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(objects, "merge", watch("merge", objects.merge))
+    monkeypatch.setattr(commits.CommitPath, "empty_trash", watch("empty", commits.CommitPath.empty_trash))
+    monkeypatch.setattr(commits.CommitPath, "make_spares", watch("spares", commits.CommitPath.make_spares))
+    monkeypatch.setattr(commits.CommitPath, "retire", watch("retire", commits.CommitPath.retire))
+    monkeypatch.setattr(durable, "sync_filesystem", watch("sync", durable.sync_filesystem))
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)  # only the every-EVERY-writes rounds, during the burst
+    for i in range(3 * upkeep.EVERY):
+        call(command="create", path=f"/memories/f{i}.txt", file_text=f"{i}\n")
+    vault.close()
+    background = [entry for entry in seen if entry[0] != "retire"]
+    assert {name for name, _, _ in background} == {"merge", "sync", "empty", "spares"}, seen
+    assert all(thread == "vaultmem-upkeep" and not held for _, thread, held in background), seen
+    retired = [entry for entry in seen if entry[0] == "retire"]
+    assert retired and all(thread == "MainThread" and held for _, thread, held in retired), seen
+    packs = list((vault_path / "objects" / "pack").glob("*.pack"))
+    assert len(packs) < 2 * upkeep.EVERY  # 96 writes; the last merge's packs go with the next write
+    assert list((vault_path / "vaultmem" / commits.TRASH).iterdir()) == []  # emptied at close
+    git(vault_path, "fsck", "--strict")
+
+
+def test_no_pack_leaves_git_sight_after_the_last_call_returns(
+    vault: Vault, vault_path: Path, call: Callable[..., str]
+) -> None:
+    """An auditor's `git fsck` or `git log` started once the agents are done
+    never loses a pack it has listed: the upkeep after the last call adds
+    files to objects/pack but takes none away."""
+    for i in range(3 * upkeep.EVERY):
+        call(command="create", path=f"/memories/f{i}.txt", file_text=f"{i}\n")
+    listed = {p.name for p in (vault_path / "objects" / "pack").iterdir()}
+    vault.close()  # every upkeep round after the last call is done
+    after = {p.name for p in (vault_path / "objects" / "pack").iterdir()}
+    assert listed <= after
