@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -187,3 +188,16 @@ def test_merge_leaves_alone_a_pack_of_git_s_own_that_holds_deltas(tmp_path: Path
     assert merge_packs(objects_dir, [git_pack, *ours]) == ours
     fsck = subprocess.run(["git", "-C", str(work), "fsck", "--strict"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr
+
+
+def test_a_pack_retired_while_the_folder_is_listed_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upkeep lists packs without the writer lock, so a write may retire
+    one between the listing and the read of its index: the merge skips it
+    instead of failing its round (which would leave the trash unemptied)."""
+    objects_dir = tmp_path / "objects"
+    (objects_dir / "pack").mkdir(parents=True)
+    real = write_pack(objects_dir, [objects.packed(objects.BLOB, b"kept")])
+    gone = "pack-" + "ab" * 20
+    listdir = os.listdir
+    monkeypatch.setattr(objects.os, "listdir", lambda path: [*listdir(path), gone + ".pack", gone + ".idx"])
+    assert [info.pack for info in objects.list_packs(objects_dir)] == [real]

@@ -54,9 +54,10 @@ def test_a_spare_with_another_name_is_never_written_in_place(
     spare = vault_path / "vaultmem" / commits.REF_NEXT
     outside = tmp_path / "someone-elses-name"
     os.link(spare, outside)  # e.g. a backup tool's hard link
-    held = outside.read_bytes()
+    held, mode = outside.read_bytes(), os.stat(outside).st_mode
     call(command="create", path="/memories/c.txt", file_text="c\n")
     assert outside.read_bytes() == held
+    assert os.stat(outside).st_mode == mode  # not even its permissions change
     assert os.stat(spare).st_nlink == 1
 
 

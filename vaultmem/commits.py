@@ -684,21 +684,21 @@ def _fill_spare(spare: str, content: bytes) -> None:
     """Write ``content`` into ``spare`` (the next ref lock's file), leaving
     it without write permission bits.  A spare that has another name too (a
     ref or a lock, after a crash in the middle of a move) is never written in
-    place: a new file replaces it."""
+    place, nor is its mode changed: a new file replaces it."""
+    fd = -1
     try:
-        os.chmod(spare, 0o600)
-        fd = os.open(spare, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        info = os.lstat(spare)
     except FileNotFoundError:
-        fd = -1
-    if fd >= 0:
-        info = os.fstat(fd)
-        if info.st_nlink != 1 or not stat.S_ISREG(info.st_mode):
-            os.close(fd)
+        pass
+    else:
+        if info.st_nlink == 1 and stat.S_ISREG(info.st_mode):
+            os.chmod(spare, 0o600)
+            fd = os.open(spare, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        else:
             os.unlink(spare)
-            fd = -1
     if fd < 0:
         fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, LOCK_MODE)
-        info = os.fstat(fd)
+    info = os.fstat(fd)
     try:
         os.fchmod(fd, LOCK_MODE)
         if os.pwrite(fd, content, 0) != len(content):

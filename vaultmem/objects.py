@@ -296,9 +296,12 @@ def list_packs(objects_dir: Path) -> list[PackInfo]:
         if known is not None:
             count = len(known)
         else:
-            with open(pack_dir / (stem + ".idx"), "rb") as fh:
-                fh.seek(8 + 255 * 4)
-                raw = fh.read(4)
+            try:
+                with open(pack_dir / (stem + ".idx"), "rb") as fh:
+                    fh.seek(8 + 255 * 4)
+                    raw = fh.read(4)
+            except FileNotFoundError:
+                continue  # retired or removed since the folder was listed
             if len(raw) != 4:
                 continue  # an index cut short (after a power cut): not a pack to merge
             count = struct.unpack(">I", raw)[0]

@@ -101,7 +101,10 @@ class Upkeep:
             self.commits.recover()
             through = self.commits.journal.last_seq()
             covered = self.commits.journal.checkpointed()
-        replaced = self._merge()
+        try:
+            replaced = self._merge()
+        except OSError:
+            replaced = []  # packs retired or removed while it read them: the next round merges again
         if through > covered or replaced:
             # One sync makes the merged pack's name and every journaled move's
             # files durable; only then may the journal forget those moves and
