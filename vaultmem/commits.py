@@ -409,11 +409,16 @@ class CommitPath:
         repack removes them) by renaming its files into the trash: a rename
         frees nothing, so it costs no discard or inode bookkeeping in the
         call; the upkeep removes the trash."""
-        os.makedirs(self.trash, exist_ok=True)
         for suffix in (".idx", ".pack"):
             path = pack.with_suffix(suffix)
-            with contextlib.suppress(FileNotFoundError):
-                os.rename(path, os.path.join(self.trash, path.name))
+            target = os.path.join(self.trash, path.name)
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                if not os.path.isdir(self.trash):
+                    os.makedirs(self.trash, exist_ok=True)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.rename(path, target)
 
     def empty_trash(self) -> None:
         """Remove retired packs' files (the upkeep, without the writer lock:

@@ -88,23 +88,25 @@ class Upkeep:
             # Upkeep is optional: whatever stops it (a full disk, a damaged
             # ref) stops the next write too, which reports it to its caller.
             with contextlib.suppress(Exception):
-                self.run_once()
+                self.run_once(merge=not self._stopping)
             with self._wake:
                 if self._stopping or self._pokes == started:  # nothing came in meanwhile
                     if self._thread is threading.current_thread():
                         self._thread = None
                     return
 
-    def run_once(self) -> None:
+    def run_once(self, merge: bool = True) -> None:
         """Merge packs if worth it, checkpoint the journal, empty the trash
         and make spares.  The writer lock is held only to read and record the
-        journal's progress: a call waits for no copy, sync or removal."""
+        journal's progress: a call waits for no copy, sync or removal.  The
+        last round before ``Vault.close`` does not merge: no write would come
+        to retire the packs the merge replaced."""
         with self.lock.hold():
             self.commits.recover()
             through = self.commits.journal.last_seq()
             covered = self.commits.journal.checkpointed()
         try:
-            replaced = self._merge()
+            replaced = self._merge() if merge else []
         except OSError:
             replaced = []  # packs retired or removed while it read them: the next round merges again
         if through > covered or replaced:
