@@ -298,14 +298,15 @@ index into two empty files made ahead, and renames them into place. A
 `.keep` hard link protects the pack from `git repack` until `main` reaches
 it. The move and the whole pack are appended to a preallocated journal, and
 **one `fdatasync` of the journal** makes the write durable. Then `main.lock`
-is linked into place and renamed over `refs/heads/main`; the old ref file is
-kept and becomes the next lock. Git's own files get no sync of their own: a
-checkpoint (one `syncfs()`), merging small packs, removing files and making
-empty files for the next packs all run in the background after the calls,
-without holding up a call; a write only retires the packs a merge replaced,
-with two renames each. The SDK writes one
-file and fsyncs it (the durable SDK also its folder), and for an edit renames
-it over the old one; its delete and rename create no file and sync nothing.
+(a third file made ahead) is linked into place and renamed over
+`refs/heads/main`; the old ref file waits in the state folder's trash, so
+the call frees no file. Git's own files get no sync of their own: a
+checkpoint (one `syncfs()`), merging small packs, emptying the trash and
+making empty files for the next writes all run in the background after the
+calls, without holding up a call; a write only retires the packs a merge
+replaced, with two renames each. The SDK writes one file and fsyncs it (the
+durable SDK also its folder), and for an edit renames it over the old one;
+its delete and rename create no file and sync nothing.
 
 So a write's one sync is cheaper than the SDK's create: it rewrites blocks of
 a file that already exist, with no metadata to commit, and a write creates

@@ -1,10 +1,9 @@
-"""A ref move reuses files instead of creating and freeing one per write
-(docs/format.md, "Ref files are reused"): the ref's old file is kept by a
-second name across the rename and becomes the next lock.  These tests pin
-what that must never break: git sees an atomic replacement of the ref file,
-a file another name still refers to is never written in place, and a writer
-killed between the rename and the rotation leaves nothing that misleads the
-next one."""
+"""A ref move frees no file and writes no file twice (docs/format.md, "Files
+made ahead, freed after"): the lock is written into an empty file made ahead,
+and the ref's old file keeps a second name in the trash until the upkeep
+removes it.  A file is never written again once git can see it, so after a
+power cut a ref file holds the id it was made with, or nothing: never an
+older id that recovery could not tell from an operator's."""
 
 from __future__ import annotations
 
@@ -13,96 +12,52 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import git
 
-from vaultmem import Vault, VaultMemoryTool, commits
+from vaultmem import Vault, commits, upkeep
 
 
-def _ino(path: Path) -> int:
-    return os.stat(path).st_ino
-
-
-def test_every_move_gives_the_ref_a_new_file_and_keeps_one_spare(
-    vault: Vault, vault_path: Path, call: Callable[..., str]
+def test_every_move_gives_the_ref_a_new_file_and_frees_the_old_one_later(
+    vault: Vault, vault_path: Path, call: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)  # no upkeep round during the moves
     main = vault_path / "refs" / "heads" / "main"
-    spare = vault_path / "vaultmem" / commits.REF_NEXT
+    trash = vault_path / "vaultmem" / commits.TRASH
     call(command="create", path="/memories/first.txt", file_text="first\n")
-    seen = set()
-    for i in range(6):
-        before = _ino(main)
+    held: dict[int, bytes] = {os.stat(main).st_ino: main.read_bytes()}
+    for i in range(10):
+        before = os.stat(main).st_ino
         call(command="create", path=f"/memories/f{i}.txt", file_text=f"{i}\n")
-        after = _ino(main)
-        assert after != before  # renamed into place, never rewritten in place
-        assert _ino(spare) == before  # the old file is the next lock
-        info = os.stat(spare)
-        assert info.st_nlink == 1 and info.st_mode & 0o222 == 0
-        assert os.stat(main).st_nlink == 1
-        seen.add(after)
-        assert not (vault_path / "vaultmem" / commits.REF_PREV).exists()
+        info = os.stat(main)
+        assert info.st_ino not in held  # a new file, renamed into place
+        assert stat.S_ISREG(info.st_mode) and info.st_mode & 0o222 == 0
+        held[info.st_ino] = main.read_bytes()
+        old = [p for p in trash.iterdir() if p.name.startswith("ref-") and os.stat(p).st_ino == before]
+        assert len(old) == 1  # the old file waits in the trash: the call freed nothing
         assert not (vault_path / "refs" / "heads" / "main.lock").exists()
-    assert len(seen) <= 3  # two files take turns (plus the first ref's)
+    # No file that was ever the ref was written again.
+    for path in trash.iterdir():
+        info = os.stat(path)
+        if info.st_ino in held:
+            assert path.read_bytes() == held[info.st_ino]
     assert git(vault_path, "rev-parse", "main").strip() == main.read_text().strip()
+    vault.close()
+    assert list(trash.iterdir()) == []  # the upkeep freed them
     git(vault_path, "fsck", "--strict")
 
 
-def test_a_spare_with_another_name_is_never_written_in_place(
-    vault: Vault, vault_path: Path, call: Callable[..., str], tmp_path: Path
+def test_a_ref_git_wrote_is_replaced_by_a_file_of_vaultmem(
+    vault: Vault, vault_path: Path, call: Callable[..., str]
 ) -> None:
     call(command="create", path="/memories/a.txt", file_text="a\n")
     call(command="create", path="/memories/b.txt", file_text="b\n")
-    spare = vault_path / "vaultmem" / commits.REF_NEXT
-    outside = tmp_path / "someone-elses-name"
-    os.link(spare, outside)  # e.g. a backup tool's hard link
-    held, mode = outside.read_bytes(), os.stat(outside).st_mode
-    call(command="create", path="/memories/c.txt", file_text="c\n")
-    assert outside.read_bytes() == held
-    assert os.stat(outside).st_mode == mode  # not even its permissions change
-    assert os.stat(spare).st_nlink == 1
-
-
-def test_a_writer_killed_between_the_rename_and_the_rotation(
-    vault: Vault, vault_path: Path, call: Callable[..., str], key: str
-) -> None:
-    """Both names left as the kill left them: ref-next is the ref's file and
-    ref-prev the old one.  The next write must neither write the live ref in
-    place nor lose anything."""
-    call(command="create", path="/memories/a.txt", file_text="a\n")
-    call(command="create", path="/memories/a2.txt", file_text="a\n")
-    main = vault_path / "refs" / "heads" / "main"
-    state = vault_path / "vaultmem"
-    spare, prev = state / commits.REF_NEXT, state / commits.REF_PREV
-    os.link(spare, prev)  # any file will do as the old one
-    spare.unlink()
-    os.link(main, spare)  # ref-next is main's own file
-    live = main.read_bytes()
-    fresh = Vault.open(vault_path, key=key)
-    try:
-        VaultMemoryTool(fresh).call({"command": "create", "path": "/memories/b.txt", "file_text": "b\n"})
-    finally:
-        fresh.close()
-    assert main.read_bytes() != live
-    assert git(vault_path, "rev-parse", "main^").strip() == live.decode().strip()
-    assert not os.path.samefile(spare, main)
-    assert os.stat(spare).st_nlink == 1
-    git(vault_path, "fsck", "--strict")
-
-
-def test_a_lock_of_ours_left_by_a_kill_is_recognised_after_reuse(
-    vault: Vault, vault_path: Path, call: Callable[..., str]
-) -> None:
-    """The lock's file carries vaultmem's mark (no write bit) even when the
-    file it reuses was written by git."""
-    call(command="create", path="/memories/a.txt", file_text="a\n")
-    call(command="create", path="/memories/a2.txt", file_text="a\n")
     head = git(vault_path, "rev-parse", "main").strip()
-    git(vault_path, "update-ref", "refs/heads/main", "main~1")  # git writes main's file: mode 0666 less umask
-    git(vault_path, "update-ref", "refs/heads/main", head)
-    assert os.stat(vault_path / "refs" / "heads" / "main").st_mode & 0o200
-    call(command="create", path="/memories/b.txt", file_text="b\n")  # git's file becomes ref-next
-    call(command="create", path="/memories/c.txt", file_text="c\n")  # and is a lock and a ref, read-only
-    spare = vault_path / "vaultmem" / commits.REF_NEXT
+    git(vault_path, "update-ref", "refs/heads/main", "main~1")
+    git(vault_path, "update-ref", "refs/heads/main", head)  # git's own file: mode 0666 less the umask
     main = vault_path / "refs" / "heads" / "main"
-    for path in (spare, main):
-        mode = os.stat(path).st_mode
-        assert stat.S_ISREG(mode) and mode & 0o222 == 0
+    assert os.stat(main).st_mode & 0o200
+    call(command="create", path="/memories/c.txt", file_text="c\n")
+    mode = os.stat(main).st_mode
+    assert stat.S_ISREG(mode) and mode & 0o222 == 0
+    assert git(vault_path, "rev-parse", "main~1").strip() == head

@@ -54,10 +54,8 @@ COMMITTER = b"vaultmem <vaultmem@localhost>"
 ZERO = b"\0" * 20
 STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-locked", "moved", "unkept")
 KEEP_MARKER = "keep"
-REF_NEXT = "ref-next"  # in the state folder: the file the next ref lock is made of
-REF_PREV = "ref-prev"  # in the state folder: a ref's old file, kept across its move
 SPARES = "spares"  # in the state folder: empty files made ahead, which new packs are written into
-TRASH = "trash"  # in the state folder: files of retired packs, removed by the upkeep
+TRASH = "trash"  # in the state folder: files of retired packs and old ref files, removed by the upkeep
 LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git makes
 _HEX = frozenset(b"0123456789abcdef")
 
@@ -240,36 +238,47 @@ class CommitPath:
         a re-read under it (RefMoved if someone else moved it; not with
         ``check=False``, a repair), a rename.
 
-        The ref's old file is kept by a second name (``ref-prev`` in the
-        state folder) across the rename and becomes the next lock's file
-        (``ref-next``): a move then neither allocates nor frees an inode or a
-        block, which on some file systems costs a synchronous discard or a
-        scan of recently freed inodes (docs/format.md, "Ref files are reused")."""
+        The ref's old file keeps a second name in the trash across the
+        rename, so the call frees no file (on some file systems freeing
+        costs a synchronous discard); the upkeep removes it later.  No file
+        is ever written twice: after a power cut a ref file holds the id it
+        was made with, or nothing (docs/format.md, "Files made ahead, freed
+        after")."""
         ref_path = os.path.join(self.gitdir, ref)
         lock_path = self._take_ref_lock(ref, new)
-        prev = os.path.join(self.state, REF_PREV)
+        old = os.path.join(self.trash, f"ref-{new.hex()}")
         kept = False
         try:
             _step("ref-locked")
             if check and self._current(ref) != expected:
                 raise RefMoved(f"Error: {ref} moved while the change was being made; try again.")
-            kept = _link_over(ref_path, prev)
+            kept = self._link_into_trash(ref_path, old)
             os.rename(lock_path, ref_path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(lock_path)
             if kept:
                 with contextlib.suppress(OSError):
-                    os.unlink(prev)
+                    os.unlink(old)
             raise
-        # The lock's file is the ref now: it may never be written in place
-        # again.  The old ref file (no longer any ref's) takes its place.
-        spare = os.path.join(self.state, REF_NEXT)
-        with contextlib.suppress(OSError):
-            if kept:
-                os.rename(prev, spare)
-            else:
-                os.unlink(spare)
+
+    def _link_into_trash(self, target: str, name: str) -> bool:
+        """Give ``target`` the extra name ``name`` in the trash; False when
+        there is no ``target`` (a ref only in packed-refs, or a new one) or
+        the link cannot be made (the rename then frees the file at once)."""
+        for _ in range(2):
+            try:
+                os.link(target, name)
+                return True
+            except FileNotFoundError:
+                if not os.path.exists(target):
+                    return False
+                os.makedirs(self.trash, exist_ok=True)
+            except FileExistsError:
+                os.unlink(name)  # a leftover of a killed writer: this name is for this move
+            except OSError:
+                return False
+        return False
 
     def _current(self, ref: str) -> bytes | None:
         try:
@@ -284,41 +293,51 @@ class CommitPath:
         for another program's lock up to LOCK_WAIT seconds, then fail (never
         removing it).
 
-        The lock is ``ref-next`` of the state folder, written and then hard
-        linked into place (a link fails if the name exists, exactly as git's
-        exclusive create does).  vaultmem's ref locks have no write permission
-        bit.  Git's always have one (git writes its lock through the
-        descriptor it creates it with, mode 0666 less the umask), so even a
-        lock that a kill or a power cut left empty or garbled is provably
-        vaultmem's."""
+        The lock is written into a spare (a temporary file when none is
+        left) and hard linked into place: a link fails if the name exists,
+        exactly as git's exclusive create does.  vaultmem's ref locks have no
+        write permission bit.  Git's always have one (git writes its lock
+        through the descriptor it creates it with, mode 0666 less the umask),
+        so even a lock that a kill or a power cut left empty or garbled is
+        provably vaultmem's."""
         path = os.path.join(self.gitdir, ref + ".lock")
-        spare = os.path.join(self.state, REF_NEXT)
+        content = new.hex().encode("ascii") + b"\n"
         try:
-            _fill_spare(spare, new.hex().encode("ascii") + b"\n")
+            spare = self._take_spare()
+            if spare is None:
+                made = os.path.join(self.state, f"tmp-{os.getpid()}.ref")
+                _write_file(made, content)
+            else:
+                made = spare[1]
+                _fill(spare[0], made, content)
         except OSError as err:
             raise _storage_error(err) from err
-        deadline = time.monotonic() + LOCK_WAIT
-        pause = 0.001
-        while True:
-            try:
-                os.link(spare, path)
-                return path
-            except FileNotFoundError:
+        try:
+            deadline = time.monotonic() + LOCK_WAIT
+            pause = 0.001
+            while True:
                 try:
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    os.link(made, path)
+                    return path
+                except FileNotFoundError:
+                    try:
+                        os.makedirs(os.path.dirname(path), exist_ok=True)
+                    except OSError as err:
+                        raise _storage_error(err) from err
+                except FileExistsError:
+                    if time.monotonic() >= deadline:
+                        raise BusyError(
+                            f"Error: {ref}.lock exists: another program (a git command?) is updating the vault, "
+                            "so nothing was changed. Try again when it has finished; if no git command is "
+                            f"running, that file was left by one that died: remove {path}."
+                        ) from None
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
                 except OSError as err:
                     raise _storage_error(err) from err
-            except FileExistsError:
-                if time.monotonic() >= deadline:
-                    raise BusyError(
-                        f"Error: {ref}.lock exists: another program (a git command?) is updating the vault, "
-                        "so nothing was changed. Try again when it has finished; if no git command is "
-                        f"running, that file was left by one that died: remove {path}."
-                    ) from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
-            except OSError as err:
-                raise _storage_error(err) from err
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(made)  # the lock keeps the file
 
     def _our_lock(self, lock_path: str) -> bool:
         """Whether ``lock_path`` is a ref lock vaultmem made (no write permission bit)."""
@@ -525,28 +544,9 @@ class CommitPath:
             keep = os.path.join(self.pack_dir, f"pack-{intent.pack}.keep")
             if self._is_our_keep(keep):
                 os.unlink(keep)
-            self._finish_rotation(intent.ref)
         for leftover in self.state.glob("tmp-*"):  # only vaultmem writes in its state folder
             with contextlib.suppress(OSError):
                 leftover.unlink()
-
-    def _finish_rotation(self, ref: str) -> None:
-        """A writer killed between renaming its lock over the ref and
-        renaming the ref's old file to ``ref-next`` left both names: finish
-        the rotation (or drop the old file's extra name)."""
-        prev = os.path.join(self.state, REF_PREV)
-        spare = os.path.join(self.state, REF_NEXT)
-        try:
-            same = os.path.samefile(spare, os.path.join(self.gitdir, ref))
-        except OSError:
-            same = False
-        with contextlib.suppress(OSError):
-            if same and os.path.lexists(prev):
-                os.rename(prev, spare)
-            elif same:
-                os.unlink(spare)
-            else:
-                os.unlink(prev)
 
     def _is_our_keep(self, keep: str) -> bool:
         try:
@@ -683,49 +683,6 @@ def _holds_bytes(path: str, want: bytes) -> bool:
 
 def _holds(lock_path: str, new: bytes) -> bool:
     return _holds_bytes(lock_path, new.hex().encode("ascii") + b"\n")
-
-
-def _fill_spare(spare: str, content: bytes) -> None:
-    """Write ``content`` into ``spare`` (the next ref lock's file), leaving
-    it without write permission bits.  A spare that has another name too (a
-    ref or a lock, after a crash in the middle of a move) is never written in
-    place, nor is its mode changed: a new file replaces it."""
-    fd = -1
-    try:
-        info = os.lstat(spare)
-    except FileNotFoundError:
-        pass
-    else:
-        if info.st_nlink == 1 and stat.S_ISREG(info.st_mode):
-            os.chmod(spare, 0o600)
-            fd = os.open(spare, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        else:
-            os.unlink(spare)
-    if fd < 0:
-        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, LOCK_MODE)
-    info = os.fstat(fd)
-    try:
-        os.fchmod(fd, LOCK_MODE)
-        if os.pwrite(fd, content, 0) != len(content):
-            raise OSError(errno.ENOSPC, "short write to the ref lock")
-        if info.st_size != len(content):
-            os.ftruncate(fd, len(content))
-    finally:
-        os.close(fd)
-
-
-def _link_over(target: str, name: str) -> bool:
-    """Give ``target`` the extra name ``name`` (replacing a leftover one);
-    False when there is no ``target`` (a ref only in packed-refs, or new)."""
-    for _ in range(2):
-        try:
-            os.link(target, name)
-            return True
-        except FileExistsError:
-            os.unlink(name)
-        except FileNotFoundError:
-            return False
-    return False
 
 
 def _remove(paths: Sequence[str]) -> None:

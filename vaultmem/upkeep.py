@@ -30,7 +30,7 @@ from .commits import CommitPath
 IDLE = 0.05  # seconds without a write before upkeep runs
 EVERY = 32  # writes after which upkeep runs even without a pause
 MERGE_AT = 16  # packs that make a merge worth it
-SPARES = 4 * EVERY  # empty files kept ready for new packs (two a write)
+SPARES = 6 * EVERY  # empty files kept ready: a pack, its index and a ref lock a write
 # Packs of more objects than this are no longer merged: copying them would
 # hold the writer lock for long.  A vault gains such a pack about every 3,000
 # commits (five objects a commit); `git gc` packs them properly.
