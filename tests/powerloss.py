@@ -50,6 +50,7 @@ import contextlib
 import ctypes
 import fcntl
 import gc
+import json
 import os
 import shutil
 import subprocess
@@ -502,11 +503,7 @@ def check_image(image: Path, mountpoint: Path, key: str, outcome: Outcome) -> Ou
     with attached(image) as device, mounted(device, mountpoint) as root:
         path = root / VAULT
         outcome.fsck_before = git_fsck(path)  # before any vaultmem code touches the disk
-        try:
-            use_vault(path, key, outcome)
-        except Exception as err:  # every way a user could find the vault broken is a finding
-            outcome.error = f"{type(err).__name__}: {err}"[:300]
-        gc.collect(1)  # the vault's repository handles hold files open; the unmount needs them closed
+        use_vault_elsewhere(path, key, outcome)
         outcome.fsck_after = git_fsck(path)
     return outcome
 
@@ -517,6 +514,48 @@ def found_in(path: Path, key: str, calls: int) -> int | None:
 
     with Vault.open(path, key=key) as vault:
         return which_call(memory(vault), calls)
+
+
+class _Opener:
+    """A process of its own that opens each image's vault, as a user's next
+    program would (started once, since importing vaultmem takes seconds):
+    even a crash of that process (a library reading a damaged file) is a
+    finding about the image, not the end of the test run."""
+
+    proc: subprocess.Popen[str] | None = None
+
+    @classmethod
+    def use(cls, path: Path, key: str, outcome: Outcome) -> None:
+        if cls.proc is None or cls.proc.poll() is not None:
+            cls.proc = subprocess.Popen(
+                [sys.executable, __file__, "use", str(Path(__file__).resolve().parent)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
+            )
+        assert cls.proc.stdin is not None and cls.proc.stdout is not None
+        try:
+            cls.proc.stdin.write(f"{path}\t{key}\t{outcome.calls}\n")
+            cls.proc.stdin.flush()
+            line = cls.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            code = cls.proc.wait(timeout=30)
+            cls.proc = None
+            outcome.error = f"the process that opened the vault died (exit status {code})"
+            return
+        report = json.loads(line)
+        outcome.found = report["found"]
+        outcome.after_write_ok = report["after_write_ok"]
+        outcome.verify_findings = report["verify_findings"]
+        outcome.error = report["error"]
+
+
+def use_vault_elsewhere(path: Path, key: str, outcome: Outcome) -> None:
+    _Opener.use(path, key, outcome)
 
 
 def use_vault(path: Path, key: str, outcome: Outcome) -> None:
@@ -530,6 +569,19 @@ def use_vault(path: Path, key: str, outcome: Outcome) -> None:
         outcome.after_write_ok = memory(vault) == {**found, AFTER: "written after the power came back\n"}
         outcome.verify_findings = [str(finding) for finding in vault.verify().findings]
 
+
+if __name__ == "__main__" and sys.argv[1:2] == ["use"]:
+    sys.path.insert(0, sys.argv[2])
+    for request in sys.stdin:
+        where, secret, calls = request.rstrip("\n").split("\t")
+        seen = Outcome(0, 0, 0, int(calls))
+        try:
+            use_vault(Path(where), secret, seen)
+        except Exception as err:  # every way a user could find the vault broken is a finding
+            seen.error = f"{type(err).__name__}: {err}"[:300]
+        gc.collect()  # the vault's repository handles hold files open; the unmount needs them closed
+        fields = ("found", "after_write_ok", "verify_findings", "error")
+        print(json.dumps({name: getattr(seen, name) for name in fields}), flush=True)
 
 if __name__ == "__main__" and sys.argv[1:2] == ["writer"]:
     sys.path.insert(0, sys.argv[2])
