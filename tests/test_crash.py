@@ -690,3 +690,31 @@ def test_a_leftover_temporary_file_of_the_same_name_does_not_stop_a_write(vault:
     assert vault.read("/memories/a.txt") == "a"
     assert list((vault_path / "vaultmem").glob("tmp-*")) == []
     fsck_clean(vault_path)
+
+
+def test_after_a_power_cut_a_damaged_pack_the_journal_cannot_restore_is_retired(
+    vault: Vault, vault_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a file-system journal a power cut can leave a pack the journal
+    no longer holds (a merged pack, or one whose removal reached the disk in
+    part) with garbage in it.  When every object its index lists is in a
+    whole pack too, the repair retires it, and `git fsck` is clean again."""
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)  # the records stay uncovered, nothing merges by itself
+    tool = VaultMemoryTool(vault, actor="t")
+    for name in ("a", "b", "c"):
+        tool.call({"command": "create", "path": f"/memories/{name}.txt", "file_text": name})
+    merged = objects.merge(objects.list_packs(vault_path / "objects"))
+    assert merged is not None
+    commits.CommitPath(vault_path, vault._lock).install(merged[0])
+    stray = vault_path / "objects" / "pack" / f"pack-{merged[0].name}.pack"
+    size = stray.stat().st_size
+    stray.chmod(0o644)
+    stray.write_bytes(b"\0" * size)  # its name and size reached the disk, its data did not
+    power_cut(monkeypatch)
+    after = VaultMemoryTool(Vault.open(vault_path, key=key), actor="n")
+    after.call({"command": "create", "path": "/memories/d.txt", "file_text": "d"})
+    assert not stray.exists() and not stray.with_suffix(".idx").exists()
+    assert git(vault_path, "ls-tree", "-r", "--name-only", "main").split() == [
+        f"memories/{name}.txt" for name in "abcd"
+    ]
+    fsck_clean(vault_path)

@@ -568,6 +568,7 @@ class CommitPath:
             if move.pack:
                 self._restore_pack(move.pack)
         self._repair_indexes()
+        self._retire_damaged_packs()
         for ref, target in replay(self.gitdir, moves).items():
             lock_path = os.path.join(self.gitdir, ref + ".lock")
             if self._our_lock(lock_path):
@@ -607,6 +608,30 @@ class CommitPath:
             tmp = os.path.join(self.state, f"tmp-{os.getpid()}.idx")
             _write_file(tmp, rebuilt)
             os.rename(tmp, idx)
+
+    def _retire_damaged_packs(self) -> None:
+        """After a power cut, a pack whose bytes fail their checksum or do
+        not match their index, and that the journal could not restore (a
+        merged pack's victim or a retired pack whose removal reached the
+        disk only in part), is retired when every object its index lists is
+        in a whole pack too, or when neither file holds anything readable.
+        Any other damaged pack is left for verify to report."""
+        whole: set[bytes] = set()
+        damaged: list[tuple[Path, list[bytes] | None]] = []
+        for pack in sorted(self.pack_dir.glob("pack-*.pack")):
+            try:
+                data = pack.read_bytes()
+                idx = pack.with_suffix(".idx").read_bytes()
+            except OSError:
+                continue  # no index: git does not look at it
+            ids = [oid for oid, _, _ in objects.read_index(idx)] if objects.valid_index(idx) else None
+            if ids is not None and objects.valid_pack(data) and idx[-40:-20] == data[-20:]:
+                whole.update(ids)
+            else:
+                damaged.append((pack, ids))
+        for pack, ids in damaged:
+            if ids is None or whole.issuperset(ids):
+                self.retire(pack)
 
     def _restore_pack(self, data: bytes) -> None:
         name = objects.pack_name(data)

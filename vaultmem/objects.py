@@ -212,6 +212,16 @@ def _entries(pack: bytes) -> Iterator[tuple[int, int, int, bytes]]:
         yield kind, start, offset, data
 
 
+def valid_pack(pack: bytes) -> bool:
+    """Whether ``pack`` is a whole pack: its header and its trailing checksum."""
+    return len(pack) >= 32 and pack[:4] == b"PACK" and hashlib.sha1(pack[:-20]).digest() == pack[-20:]
+
+
+def read_index(idx: bytes) -> list[tuple[bytes, int, int]]:
+    """``(id, crc, offset)`` of each object a version 2 index lists."""
+    return _read_idx(idx)
+
+
 def valid_index(idx: bytes) -> bool:
     """Whether ``idx`` is a whole version 2 pack index: header, a fan-out
     table that never decreases, its size for that count, its checksum."""
