@@ -402,18 +402,28 @@ class CommitPath:
         """A spare file (made empty, ahead, by the upkeep) opened for
         writing, and its path; None when there is none.  Spares are files no
         one has ever read, so writing one disturbs no reader: a file of a
-        removed pack is never reused (a reader may still map it)."""
+        removed pack is never reused (a reader may still map it).  Only an
+        empty file with no other name is used.  After a power cut a spare's
+        name can survive beside the name it was renamed to (a pack's, a
+        ref's), and such a file is never opened for writing, let alone
+        truncated: its spare name is dropped."""
         for _ in range(2):
             while self._spare_names:
                 path = os.path.join(self.spares, self._spare_names.pop())
                 try:
-                    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW)
+                    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
                 except PermissionError:
                     with contextlib.suppress(OSError):
                         os.unlink(path)  # written by a writer that was killed: read-only now
                     continue
                 except OSError:
                     continue  # taken by a writer of another process
+                info = os.fstat(fd)
+                if info.st_nlink != 1 or info.st_size != 0 or not stat.S_ISREG(info.st_mode):
+                    os.close(fd)
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)  # the name goes; the file, and any other name of it, stays
+                    continue
                 return fd, path
             try:
                 self._spare_names = os.listdir(self.spares)
