@@ -294,27 +294,27 @@ WRITES = """## What a write costs, and why
 A vaultmem mutation is one git commit that stock git can read at once and
 after any crash (docs/format.md, "The one commit path"). It writes one small
 pack (the file's new ciphertext, the changed trees and the commit) and its
-index into two empty files made ahead, and renames them into place. A
+index under temporary names, and renames them into place. A
 `.keep` hard link protects the pack from `git repack` until `main` reaches
 it. The move and the whole pack are appended to a preallocated journal, and
 **one `fdatasync` of the journal** makes the write durable. Then `main.lock`
-(a third file made ahead) is linked into place and renamed over
+is linked into place and renamed over
 `refs/heads/main`; the old ref file waits in the state folder's trash, so
 the call frees no file. Git's own files get no sync of their own: a
-checkpoint (one `syncfs()`), merging small packs, emptying the trash and
-making empty files for the next writes all run in the background after the
-calls, without holding up a call; a write only retires the packs a merge
+checkpoint (one `syncfs()`), merging small packs and emptying the trash all
+run in the background after the calls, without holding up a call; a write only retires the packs a merge
 replaced, with two renames each. The SDK writes one file and fsyncs it (the
 durable SDK also its folder), and for an edit renames it over the old one;
 its delete and rename create no file and sync nothing.
 
 So a write's one sync is cheaper than the SDK's create: it rewrites blocks of
-a file that already exist, with no metadata to commit, and a write creates
-and frees no file on the way. That matters on this machine: its ext4 is
-mounted with `discard`, so freeing a file's block costs a synchronous
-discard, and when it keeps no journal (see Machine), ext4 makes each new file
-skip every inode freed in the last 30 seconds, reading their inode blocks to
-check. What a write still pays for and the SDK does not is Python: it
+a file that already exist, with no metadata to commit, and a write frees no
+file on the way. That matters on this machine: its ext4 is mounted with
+`discard`, so freeing a file's block costs a synchronous discard. Creating a
+file still costs more than on most disks: when ext4 keeps no journal (see
+Machine), it makes each new file skip every inode freed in the last 30
+seconds, reading their inode blocks to check, and a write creates three (the
+pack, its index and the ref lock). What a write still pays for and the SDK does not is Python: it
 encrypts, hashes, encodes trees and builds a pack (a create took 540-670 µs
 at p50 on a memory file system, tmpfs, where file operations cost almost
 nothing), and about twenty file operations (links, renames, the lock) where

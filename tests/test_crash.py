@@ -718,30 +718,3 @@ def test_after_a_power_cut_a_damaged_pack_the_journal_cannot_restore_is_retired(
         f"memories/{name}.txt" for name in "abcd"
     ]
     fsck_clean(vault_path)
-
-
-def test_a_spare_name_a_power_cut_left_on_a_live_pack_never_truncates_it(
-    vault: Vault, vault_path: Path, key: str, call
-) -> None:
-    """Without a file-system journal a power cut can keep a spare's name
-    beside the name it was renamed to.  The next writer must not write into
-    that file (it is a pack git reads): the spare name is dropped."""
-    call(command="create", path="/memories/a.txt", file_text="a")
-    vault.close()  # the upkeep has made its spares
-    spares = vault_path / "vaultmem" / commits.SPARES
-    for extra in list(spares.iterdir()):
-        extra.unlink()  # only the stale names below are left to pick
-    live = sorted((vault_path / "objects" / "pack").glob("pack-*"))
-    held = {path: path.read_bytes() for path in live}
-    for i, path in enumerate(live):
-        os.link(path, spares / f"left-by-a-power-cut-{i}")
-    ref = vault_path / "refs" / "heads" / "main"
-    os.link(ref, spares / "left-on-the-ref")
-    head = ref.read_bytes()
-    VaultMemoryTool(Vault.open(vault_path, key=key), actor="n").call(
-        {"command": "create", "path": "/memories/b.txt", "file_text": "b"}
-    )
-    assert {path: path.read_bytes() for path in live} == held
-    assert git(vault_path, "rev-parse", "main~1").strip() == head.decode().strip()
-    assert not any(p.name.startswith("left") for p in spares.iterdir())
-    fsck_clean(vault_path)

@@ -1,6 +1,6 @@
 """No acknowledged call waits for housekeeping (docs/format.md, "Upkeep after
-the call"): merging packs, syncing the file system, removing files and making
-spares happen in the background thread, and none of them holds the writer
+the call"): merging packs, syncing the file system and removing files happen
+in the background thread, and none of them holds the writer
 lock, so a call that arrives meanwhile is not held up by them.  A call only
 retires the packs a merge replaced (renames, which free nothing), so that no
 git command started after a call returns loses a pack it has listed."""
@@ -46,7 +46,6 @@ def test_merges_syncs_and_removals_run_in_the_background_without_the_writer_lock
 
     monkeypatch.setattr(objects, "merge", watch("merge", objects.merge))
     monkeypatch.setattr(commits.CommitPath, "empty_trash", watch("empty", commits.CommitPath.empty_trash))
-    monkeypatch.setattr(commits.CommitPath, "make_spares", watch("spares", commits.CommitPath.make_spares))
     monkeypatch.setattr(commits.CommitPath, "retire", watch("retire", commits.CommitPath.retire))
     monkeypatch.setattr(durable, "sync_filesystem", watch("sync", durable.sync_filesystem))
     monkeypatch.setattr(upkeep, "IDLE", 60.0)  # only the every-EVERY-writes rounds, during the burst
@@ -56,7 +55,7 @@ def test_merges_syncs_and_removals_run_in_the_background_without_the_writer_lock
     vault.close()  # may wait for upkeep and empty the trash itself: no call is waiting then
     during = seen[:calls_done]
     background = [entry for entry in during if entry[0] != "retire"]
-    assert {name for name, _, _ in background} == {"merge", "sync", "empty", "spares"}, seen
+    assert {name for name, _, _ in background} == {"merge", "sync", "empty"}, seen
     assert all(thread == "vaultmem-upkeep" and not held for _, thread, held in background), seen
     retired = [entry for entry in during if entry[0] == "retire"]
     assert retired and all(thread == "MainThread" and held for _, thread, held in retired), seen

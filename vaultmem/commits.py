@@ -54,7 +54,6 @@ COMMITTER = b"vaultmem <vaultmem@localhost>"
 ZERO = b"\0" * 20
 STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-locked", "moved", "unkept")
 KEEP_MARKER = "keep"
-SPARES = "spares"  # in the state folder: empty files made ahead, which new packs are written into
 TRASH = "trash"  # in the state folder: files of retired packs and old ref files, removed by the upkeep
 LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git makes
 _HEX = frozenset(b"0123456789abcdef")
@@ -163,9 +162,7 @@ class CommitPath:
         self.journal = Journal(gitdir)
         self.pack_dir = gitdir / "objects" / "pack"
         self.state = gitdir / durable.STATE_DIR
-        self.spares = self.state / SPARES
         self.trash = self.state / TRASH
-        self._spare_names: list[str] = []
         self._epoch: bytes | None = None
         self._checked_epoch = False
         lock.on_dirty = self._clear_dead_writer
@@ -293,8 +290,8 @@ class CommitPath:
         for another program's lock up to LOCK_WAIT seconds, then fail (never
         removing it).
 
-        The lock is written into a spare (a temporary file when none is
-        left) and hard linked into place: a link fails if the name exists,
+        The lock is written under a temporary name in the state folder and
+        hard linked into place: a link fails if the name exists,
         exactly as git's exclusive create does.  vaultmem's ref locks have no
         write permission bit.  Git's always have one (git writes its lock
         through the descriptor it creates it with, mode 0666 less the umask),
@@ -302,14 +299,9 @@ class CommitPath:
         provably vaultmem's."""
         path = os.path.join(self.gitdir, ref + ".lock")
         content = new.hex().encode("ascii") + b"\n"
+        made = os.path.join(self.state, f"tmp-{os.getpid()}.ref")
         try:
-            spare = self._take_spare()
-            if spare is None:
-                made = os.path.join(self.state, f"tmp-{os.getpid()}.ref")
-                _write_file(made, content)
-            else:
-                made = spare[1]
-                _fill(spare[0], made, content)
+            _write_file(made, content)
         except OSError as err:
             raise _storage_error(err) from err
         try:
@@ -387,51 +379,11 @@ class CommitPath:
         made = made if made is not None else []
         base = os.path.join(self.state, tmp or f"tmp-{os.getpid()}")
         for suffix, data in ((".pack", pack.data), (".idx", pack.idx)):
-            spare = None if tmp is not None else self._take_spare()
-            if spare is None:
-                _write_file(base + suffix, data, sync=sync, allocate=True)
-                os.rename(base + suffix, stem + suffix)
-            else:
-                _fill(spare[0], spare[1], data, sync=sync, allocate=True)
-                os.rename(spare[1], stem + suffix)
+            _write_file(base + suffix, data, sync=sync, allocate=True)
+            os.rename(base + suffix, stem + suffix)
             made.append(stem + suffix)
             if steps:
                 _step("packed" if suffix == ".pack" else "indexed")
-
-    def _take_spare(self) -> tuple[int, str] | None:
-        """A spare file (made empty, ahead, by the upkeep) opened for
-        writing, and its path; None when there is none.  Spares are files no
-        one has ever read, so writing one disturbs no reader: a file of a
-        removed pack is never reused (a reader may still map it).  Only an
-        empty file with no other name is used.  After a power cut a spare's
-        name can survive beside the name it was renamed to (a pack's, a
-        ref's), and such a file is never opened for writing, let alone
-        truncated: its spare name is dropped."""
-        for _ in range(2):
-            while self._spare_names:
-                path = os.path.join(self.spares, self._spare_names.pop())
-                try:
-                    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-                except PermissionError:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)  # written by a writer that was killed: read-only now
-                    continue
-                except OSError:
-                    continue  # taken by a writer of another process
-                info = os.fstat(fd)
-                if info.st_nlink != 1 or info.st_size != 0 or not stat.S_ISREG(info.st_mode):
-                    os.close(fd)
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)  # the name goes; the file, and any other name of it, stays
-                    continue
-                return fd, path
-            try:
-                self._spare_names = os.listdir(self.spares)
-            except OSError:
-                return None
-            if not self._spare_names:
-                return None
-        return None
 
     def retire(self, pack: Path) -> None:
         """Take a pack out of git's sight (its index first, as git's own
@@ -459,21 +411,6 @@ class CommitPath:
         for name in names:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.trash, name))
-
-    def make_spares(self, want: int) -> None:
-        """Top the spares up to ``want`` files (the upkeep, without the
-        writer lock: an empty file is complete as soon as it exists, and its
-        name is its own)."""
-        try:
-            have = len(os.listdir(self.spares))
-        except FileNotFoundError:
-            os.makedirs(self.spares, exist_ok=True)
-            have = 0
-        for _ in range(want - have):
-            name = f"{os.getpid()}-{threading.get_ident()}-{os.urandom(6).hex()}"
-            os.close(
-                os.open(os.path.join(self.spares, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            )
 
     def _journal(self, move: Move, pack: objects.Pack) -> Move:
         """Append the move and sync it (starting a new pass of the journal if

@@ -30,7 +30,6 @@ from .commits import CommitPath
 IDLE = 0.05  # seconds without a write before upkeep runs
 EVERY = 32  # writes after which upkeep runs even without a pause
 MERGE_AT = 16  # packs that make a merge worth it
-SPARES = 6 * EVERY  # empty files kept ready: a pack, its index and a ref lock a write
 # Packs of more objects than this are no longer merged: copying them would
 # hold the writer lock for long.  A vault gains such a pack about every 3,000
 # commits (five objects a commit); `git gc` packs them properly.
@@ -96,8 +95,8 @@ class Upkeep:
                     return
 
     def run_once(self, merge: bool = True) -> None:
-        """Merge packs if worth it, checkpoint the journal, empty the trash
-        and make spares.  The writer lock is held only to read and record the
+        """Merge packs if worth it, checkpoint the journal and empty the
+        trash.  The writer lock is held only to read and record the
         journal's progress: a call waits for no copy, sync or removal.  The
         last round before ``Vault.close`` does not merge: no write would come
         to retire the packs the merge replaced."""
@@ -120,7 +119,6 @@ class Upkeep:
             with self._wake:
                 self._redundant += replaced
         self.commits.empty_trash()
-        self.commits.make_spares(SPARES)
 
     def _merge(self) -> list[objects.PackInfo]:
         """Merge the smallest packs into one (without the writer lock: packs
