@@ -217,11 +217,6 @@ def valid_pack(pack: bytes) -> bool:
     return len(pack) >= 32 and pack[:4] == b"PACK" and hashlib.sha1(pack[:-20]).digest() == pack[-20:]
 
 
-def read_index(idx: bytes) -> list[tuple[bytes, int, int]]:
-    """``(id, crc, offset)`` of each object a version 2 index lists."""
-    return _read_idx(idx)
-
-
 def valid_index(idx: bytes) -> bool:
     """Whether ``idx`` is a whole version 2 pack index: header, a fan-out
     table that never decreases, its size for that count, its checksum."""
@@ -264,7 +259,8 @@ class PackInfo:
     count: int
 
 
-def _read_idx(idx: bytes) -> list[tuple[bytes, int, int]]:
+def read_index(idx: bytes) -> list[tuple[bytes, int, int]]:
+    """``(id, crc, offset)`` of each object a version 2 index lists."""
     if idx[:8] != b"\377tOc\x00\x00\x00\x02":
         raise ValueError("not a version 2 pack index")
     count = struct.unpack(">I", idx[8 + 255 * 4 : 8 + 256 * 4])[0]
@@ -340,7 +336,7 @@ def _whole_entries(info: PackInfo) -> list[tuple[bytes, int, bytes]] | None:
     if known is not None:
         return known
     data = info.pack.read_bytes()
-    by_offset = sorted(_read_idx(info.pack.with_suffix(".idx").read_bytes()), key=lambda e: e[2])
+    by_offset = sorted(read_index(info.pack.with_suffix(".idx").read_bytes()), key=lambda e: e[2])
     ends = [e[2] for e in by_offset[1:]] + [len(data) - 20]
     out: list[tuple[bytes, int, bytes]] = []
     for (oid, crc, start), end in zip(by_offset, ends, strict=True):
