@@ -92,8 +92,9 @@ def test_written_and_merged_packs_pass_git_verify_pack(repo: pygit2.Repository) 
     infos = objects.list_packs(objects_dir)
     assert sorted(i.count for i in infos) == [3] * 5
     assert merge_packs(objects_dir, infos) == infos
+    gitdir = objects_dir.parent
     for info in infos:
-        objects.remove_pack(info.pack)
+        CommitPath(gitdir, durable.WriterLock(gitdir)).retire(info.pack)
     [merged] = objects.list_packs(objects_dir)
     assert merged.count == 15
     assert _verify_pack(merged.pack).count(" blob ") == 15

@@ -239,8 +239,8 @@ class CommitPath:
         rename, so the call frees no file (on some file systems freeing
         costs a synchronous discard); the upkeep removes it later.  No file
         is ever written twice: after a power cut a ref file holds the id it
-        was made with, or nothing (docs/format.md, "Files made ahead, freed
-        after")."""
+        was made with, or nothing (docs/format.md, "Files freed after the
+        call, never written twice")."""
         ref_path = os.path.join(self.gitdir, ref)
         lock_path = self._take_ref_lock(ref, new)
         old = os.path.join(self.trash, f"ref-{new.hex()}")
@@ -402,7 +402,7 @@ class CommitPath:
                         os.rename(path, target)
 
     def empty_trash(self) -> None:
-        """Remove retired packs' files (the upkeep, without the writer lock:
+        """Remove retired packs' files and old ref files (the upkeep, without the writer lock:
         nothing but vaultmem writes in the trash, and nothing reads it)."""
         try:
             names = os.listdir(self.trash)
@@ -687,13 +687,6 @@ def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = Fal
     except FileExistsError:
         os.unlink(path)
         fd = os.open(path, flags, 0o444)
-    _fill(fd, path, data, sync=sync, allocate=allocate)
-
-
-def _fill(fd: int, path: str, data: bytes, sync: bool = False, allocate: bool = False) -> None:
-    """Write ``data`` through ``fd`` (an empty file at ``path``), leave the
-    file read-only as git's packs are, and close it; on failure the file is
-    removed."""
     try:
         view = memoryview(data)
         while view:
@@ -701,7 +694,6 @@ def _fill(fd: int, path: str, data: bytes, sync: bool = False, allocate: bool = 
             if written <= 0:
                 raise OSError(errno.ENOSPC, "short write", path)
             view = view[written:]
-        os.fchmod(fd, 0o444)
         if sync:
             os.fsync(fd)
         elif allocate:

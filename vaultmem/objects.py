@@ -6,13 +6,12 @@ one loose file per object: two files per mutation instead of five or more, and
 nothing for stock git to do differently.  Small packs are merged geometrically
 (like ``git repack --geometric=2``) so their number stays logarithmic.
 
-Pure byte formats here; the only I/O is reading packs to merge and
-:func:`remove_pack`: :mod:`vaultmem.commits` installs what is built here.
+Pure byte formats here; the only I/O is reading packs to list and merge:
+:mod:`vaultmem.commits` installs what is built here, and retires packs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import os
@@ -372,10 +371,3 @@ def forget(packs: Sequence[PackInfo]) -> None:
     with _RECENT_LOCK:
         for info in packs:
             _RECENT_PACKS.pop(_name_of(info.pack), None)
-
-
-def remove_pack(pack: Path) -> None:
-    # Index first: without it git no longer looks at the pack.
-    for suffix in (".idx", ".pack"):
-        with contextlib.suppress(FileNotFoundError):
-            pack.with_suffix(suffix).unlink()

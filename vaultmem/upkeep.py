@@ -9,8 +9,7 @@ new pack without the lock, syncs the file system, and takes the lock once more
 to record the checkpoint in the journal.  The packs the merge replaced are
 retired by the next write (two renames a pack, into the state folder's trash,
 so no git command loses a pack it listed after a call returned), and the
-thread removes the trash and makes the empty files new packs are written
-into.  A thread runs only while there is work: it ends after ``IDLE``
+thread empties the trash.  A thread runs only while there is work: it ends after ``IDLE``
 seconds with nothing to do, and a forked child starts its own.  Everything it
 does is crash-safe: a merged pack is complete and synced before it is renamed
 into place, and the packs it replaces go only after the file system is synced.
@@ -106,8 +105,8 @@ class Upkeep:
             covered = self.commits.journal.checkpointed()
         try:
             replaced = self._merge() if merge else []
-        except OSError:
-            replaced = []  # packs retired or removed while it read them: the next round merges again
+        except (OSError, ValueError):
+            replaced = []  # packs retired or removed while it read them, or an index a power cut cut short
         if through > covered or replaced:
             # One sync makes the merged pack's name and every journaled move's
             # files durable; only then may the journal forget those moves and
@@ -130,10 +129,7 @@ class Upkeep:
         if len(packs) < MERGE_AT:
             return []
         victims = objects.geometric_rollup(packs)
-        try:
-            merged = objects.merge(victims) if victims else None
-        except FileNotFoundError:
-            return []  # another vault instance merged (and removed) them meanwhile
+        merged = objects.merge(victims) if victims else None
         if merged is None:
             return []
         pack, replaced = merged
