@@ -1,9 +1,9 @@
 """A ref move frees no file and writes no file twice (docs/format.md, "Files
-made ahead, freed after"): the lock is written into an empty file made ahead,
-and the ref's old file keeps a second name in the trash until the upkeep
-removes it.  A file is never written again once git can see it, so after a
-power cut a ref file holds the id it was made with, or nothing: never an
-older id that recovery could not tell from an operator's."""
+freed after the call, never written twice"): the lock is a new file, and the
+ref's old file keeps a second name in the trash until the upkeep removes it.
+A file is never written again once git can see it, so after a power cut a
+ref file holds the id it was made with, or nothing: never an older id that
+recovery could not tell from an operator's."""
 
 from __future__ import annotations
 
