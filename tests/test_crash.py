@@ -678,17 +678,22 @@ def test_valid_index_accepts_whole_indexes_only() -> None:
     assert not objects.valid_index(bytes(swapped))
 
 
-def test_a_leftover_temporary_file_of_the_same_name_does_not_stop_a_write(vault: Vault, vault_path: Path, call) -> None:
+def test_a_leftover_temporary_file_of_the_same_name_does_not_stop_a_write(
+    vault: Vault, vault_path: Path, key: str
+) -> None:
     """A dead process with this process's pid left its read-only temporary
-    files: the next write replaces them (a user who is not root could not
-    reopen them for writing)."""
-    for suffix in (".pack", ".idx"):
+    files: the first write of a vault instance removes them (a user who is
+    not root could not reopen them for writing)."""
+    vault.close()
+    for suffix in (".pack", ".idx", ".ref"):
         leftover = vault_path / "vaultmem" / f"tmp-{os.getpid()}{suffix}"
         leftover.write_bytes(b"left by a dead process")
         leftover.chmod(0o444)
-    call(command="create", path="/memories/a.txt", file_text="a")
-    assert vault.read("/memories/a.txt") == "a"
+    other = Vault.open(vault_path, key=key)
+    VaultMemoryTool(other).call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
+    assert other.read("/memories/a.txt") == "a"
     assert list((vault_path / "vaultmem").glob("tmp-*")) == []
+    other.close()
     fsck_clean(vault_path)
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from . import durable, objects
 from .errors import BusyError, IntegrityError, StorageError, VaultError
+from .fresh import FreshFiles
 from .journal import Journal, JournalFullError, Move
 from .journal import epoch as epoch  # tests run as after a power cut by replacing it
 
@@ -165,6 +166,7 @@ class CommitPath:
         self.trash = self.state / TRASH
         self._epoch: bytes | None = None
         self._checked_epoch = False
+        self.fresh = FreshFiles(self.state)
         lock.on_dirty = self._clear_dead_writer
 
     @property
@@ -174,6 +176,7 @@ class CommitPath:
         return self._epoch
 
     def close(self) -> None:
+        self.fresh.close()
         self.journal.close()
 
     # -- a commit ------------------------------------------------------------
@@ -197,6 +200,7 @@ class CommitPath:
         the keyring, the policy).  On any failure nothing is changed."""
         commit = encode(draft, headers)
         pack = objects.build_pack([*new_objects, commit])
+        self.fresh.begin()
         self.lock.write_intent(durable.Intent(ref, commit.id.hex(), pack.name))
         _step("locked")
         made: list[str] = []
@@ -299,9 +303,8 @@ class CommitPath:
         provably vaultmem's."""
         path = os.path.join(self.gitdir, ref + ".lock")
         content = new.hex().encode("ascii") + b"\n"
-        made = os.path.join(self.state, f"tmp-{os.getpid()}.ref")
         try:
-            _write_file(made, content)
+            made = self._new_file(content, ".ref")
         except OSError as err:
             raise _storage_error(err) from err
         try:
@@ -309,9 +312,11 @@ class CommitPath:
             pause = 0.001
             while True:
                 try:
-                    os.link(made, path)
+                    self._link(made, path)
                     return path
-                except FileNotFoundError:
+                except FileNotFoundError as missing:
+                    if os.path.isdir(os.path.dirname(path)):
+                        raise _storage_error(missing) from missing  # the file made for it went
                     try:
                         os.makedirs(os.path.dirname(path), exist_ok=True)
                     except OSError as err:
@@ -328,8 +333,7 @@ class CommitPath:
                 except OSError as err:
                     raise _storage_error(err) from err
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(made)  # the lock keeps the file
+            _drop(made)  # the lock keeps the file
 
     def _our_lock(self, lock_path: str) -> bool:
         """Whether ``lock_path`` is a ref lock vaultmem made (no write permission bit)."""
@@ -377,13 +381,68 @@ class CommitPath:
         if os.path.exists(stem + ".idx") and os.path.exists(stem + ".pack"):
             return
         made = made if made is not None else []
-        base = os.path.join(self.state, tmp or f"tmp-{os.getpid()}")
         for suffix, data in ((".pack", pack.data), (".idx", pack.idx)):
-            _write_file(base + suffix, data, sync=sync, allocate=True)
-            os.rename(base + suffix, stem + suffix)
+            if tmp is None:
+                self._put(data, stem + suffix, suffix)
+            else:
+                written = os.path.join(self.state, tmp + suffix)
+                _write_file(written, data, sync=sync, allocate=True)
+                try:
+                    os.rename(written, stem + suffix)
+                except OSError:
+                    _drop(written)
+                    raise
             made.append(stem + suffix)
             if steps:
                 _step("packed" if suffix == ".pack" else "indexed")
+
+    def _new_file(self, data: bytes, suffix: str, allocate: bool = False) -> int | str:
+        """A new read-only file holding ``data``, for the caller to link or
+        rename into place (with :meth:`_link`, then :func:`_drop`): a file
+        made ahead, as its descriptor, when one is ready
+        (:mod:`vaultmem.fresh`), else ``tmp-<pid><suffix>`` in the state
+        folder, as its path."""
+        fd = self.fresh.take()
+        if fd is None:
+            path = os.path.join(self.state, f"tmp-{os.getpid()}{suffix}")
+            _write_file(path, data, allocate=allocate)
+            return path
+        try:
+            _write_all(fd, data, suffix)
+            if allocate:
+                _allocate(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+    def _put(self, data: bytes, final: str, suffix: str) -> None:
+        """A new file holding ``data`` named ``final`` (replacing a file of
+        that name, a piece an earlier attempt left)."""
+        made = self._new_file(data, suffix, allocate=True)
+        if isinstance(made, int):
+            try:
+                self.fresh.link(made, final)
+                return
+            except FileExistsError:
+                path = os.path.join(self.state, f"tmp-{os.getpid()}{suffix}")
+                _write_file(path, data, allocate=True)
+            finally:
+                os.close(made)
+            made = path
+        try:
+            os.rename(made, final)
+        except OSError:
+            _drop(made)
+            raise
+
+    def _link(self, made: int | str, path: str) -> None:
+        """Link ``made`` (from :meth:`_new_file`) at ``path``; FileExistsError
+        if the name exists.  The caller drops ``made`` afterwards."""
+        if isinstance(made, int):
+            self.fresh.link(made, path)
+        else:
+            os.link(made, path)
 
     def retire(self, pack: Path) -> None:
         """Take a pack out of git's sight (its index first, as git's own
@@ -462,6 +521,7 @@ class CommitPath:
         repair the moves of an earlier epoch (a power cut) from the journal.
         (What a killed writer left is cleared when the lock is taken.)"""
         if not self._checked_epoch:
+            self._clear_own_leftovers()
             self._repair_epoch()
             self._finish_legacy()
             self._checked_epoch = True
@@ -494,6 +554,15 @@ class CommitPath:
         for leftover in self.state.glob("tmp-*"):  # only vaultmem writes in its state folder
             with contextlib.suppress(OSError):
                 leftover.unlink()
+
+    def _clear_own_leftovers(self) -> None:
+        """Temporary files named for this process's writes (``tmp-<pid>.pack``
+        and the like): under the writer lock none is being written, so any is
+        a leftover of an earlier process that had this pid.  A merge's
+        (``tmp-<pid>-<thread>-merge``) runs without the lock and is left alone."""
+        for suffix in (".pack", ".idx", ".ref"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.state, f"tmp-{os.getpid()}{suffix}"))
 
     def _is_our_keep(self, keep: str) -> bool:
         try:
@@ -688,12 +757,7 @@ def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = Fal
         os.unlink(path)
         fd = os.open(path, flags, 0o444)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            if written <= 0:
-                raise OSError(errno.ENOSPC, "short write", path)
-            view = view[written:]
+        _write_all(fd, data, path)
         if sync:
             os.fsync(fd)
         elif allocate:
@@ -704,6 +768,24 @@ def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = Fal
             os.unlink(path)
         raise
     os.close(fd)
+
+
+def _drop(made: int | str) -> None:
+    """Close a file made ahead (unnamed, it goes) or remove a temporary name."""
+    with contextlib.suppress(OSError):
+        if isinstance(made, int):
+            os.close(made)
+        else:
+            os.unlink(made)
+
+
+def _write_all(fd: int, data: bytes, path: str) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, "short write", path)
+        view = view[written:]
 
 
 def _storage_error(err: OSError) -> VaultError:
