@@ -230,3 +230,33 @@ def test_a_write_refused_in_an_unwritable_folder_never_comes_back(
     left_behind = leftovers(vault_path) + sorted(pack_files(vault_path) - packs)
     assert_refused_change_never_appears(vault_path, key, tool, written, "/memories/b.txt")
     assert left_behind == [], "the refused calls left files behind"
+
+
+# -- creating a vault -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["new-folder", "empty-folder"])
+def test_an_init_refused_on_a_full_disk_leaves_the_folder_as_it_was(small_disk: Path, made: bool) -> None:
+    """Refused at any point (the folder, git's files, the journal, the
+    keyring), init takes back what it made and says why."""
+    path = small_disk / "agent.vault"
+    if made:
+        path.mkdir()
+    refused = 0
+    for leave in (0, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20):
+        fill(small_disk, leave)
+        try:
+            vault = Vault.init(path, key=generate_key())
+        except VaultError as err:
+            refused += 1
+            assert str(err).startswith("Error: ") and "no vault was created" in str(err).lower(), str(err)
+            assert "Traceback" not in str(err)
+            assert (sorted(path.iterdir()) == []) if made else not path.exists()
+        else:  # room enough: a working vault
+            VaultMemoryTool(vault).call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
+            vault.close()
+            shutil.rmtree(path)
+            if made:
+                path.mkdir()
+        (small_disk / "filler").unlink()
+    assert refused >= 3  # the small leaves must have been refused

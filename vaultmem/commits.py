@@ -789,11 +789,17 @@ def _write_all(fd: int, data: bytes, path: str) -> None:
 
 
 def _storage_error(err: OSError) -> VaultError:
-    reason = {
+    return StorageError(
+        f"Error: {storage_reason(err)}, so nothing was changed. Free space or fix the permissions, then try again."
+    )
+
+
+def storage_reason(err: OSError) -> str:
+    """What a failed file operation means to a user, in a few words."""
+    return {
         errno.ENOSPC: "the disk is full",
         errno.EDQUOT: "the disk quota is used up",
         errno.EROFS: "the vault is on a read-only file system",
         errno.EACCES: "a folder of the vault is not writable",
         errno.EPERM: "a folder of the vault is not writable",
     }.get(err.errno or 0, f"the storage failed ({os.strerror(err.errno) if err.errno else err})")
-    return StorageError(f"Error: {reason}, so nothing was changed. Free space or fix the permissions, then try again.")

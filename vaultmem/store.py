@@ -32,6 +32,7 @@ from .errors import (
     IntegrityError,
     NotAVaultError,
     NotFoundError,
+    StorageError,
     VaultError,
 )
 from .history import (
@@ -199,17 +200,39 @@ class Vault:
         else:
             user_key = cls._user_key(key, key_file, passphrase, {"kind": "key"})
         now = int(clock())
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        repo = pygit2.init_repository(str(folder), bare=True, initial_head="main")
-        repo.config["core.logAllRefUpdates"] = "false"
-        repo.config["gc.auto"] = "0"
-        repo.config["vaultmem.format"] = "1"
-        (folder / durable.STATE_DIR).mkdir(mode=0o700)
-        keyring = Keyring.create(user_key, protector, now)
-        vault = cls(folder, keyring, clock)
-        durable.sync_filesystem(folder)
-        with vault._lock.hold():
-            write_keyring(vault._commits, keyring, "vaultmem: create keyring", now)
+        existed = folder.exists()
+        vault: Vault | None = None
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            repo = pygit2.init_repository(str(folder), bare=True, initial_head="main")
+            repo.config["core.logAllRefUpdates"] = "false"
+            repo.config["gc.auto"] = "0"
+            repo.config["vaultmem.format"] = "1"
+            (folder / durable.STATE_DIR).mkdir(mode=0o700)
+            keyring = Keyring.create(user_key, protector, now)
+            vault = cls(folder, keyring, clock)
+            durable.sync_filesystem(folder)
+            with vault._lock.hold():
+                write_keyring(vault._commits, keyring, "vaultmem: create keyring", now)
+        except BaseException as err:
+            # A full disk or a folder that is not writable: take back what
+            # was made, so a refused init leaves the folder as it found it.
+            if vault is not None:
+                with contextlib.suppress(Exception):
+                    vault.close()
+            _remove_made(folder, existed)
+            if isinstance(err, StorageError):
+                raise StorageError(f"{err} No vault was created in {folder}.") from err
+            if isinstance(err, OSError):
+                reason = commit_path.storage_reason(err)
+            elif isinstance(err, pygit2.GitError):
+                reason = f"the storage failed ({err})"
+            else:
+                raise
+            raise StorageError(
+                f"Error: {reason}, so no vault was created in {folder}. Free space or fix the permissions, "
+                "then try again."
+            ) from err
         return vault
 
     @classmethod
@@ -820,3 +843,18 @@ def _written(change: Change) -> list[str]:
     out += [new.text for _, new in change.moves]
     out += [p.text for p, entry in change.restores if entry is not None]
     return out
+
+
+def _remove_made(folder: Path, existed: bool) -> None:
+    """Remove what a refused ``Vault.init`` made: the folder if it made it,
+    else everything in it (it was empty)."""
+    if not existed:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    with contextlib.suppress(OSError):
+        for child in folder.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    child.unlink()
