@@ -19,7 +19,7 @@ from busy import BusyDisk, BusyReport
 from machine import io_stall
 
 from vaultmem import Vault, VaultMemoryTool
-from vaultmem.progress import ProgressBar
+from vaultmem.cli.progress import ProgressBar
 
 # The table's order; RUN_ORDER is the order within a round (a file is
 # created, then renamed, then deleted).

@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from vaultmem.secrets import KINDS, Detector, Match, detectors, scan
+from vaultmem.core.detectors import KINDS, Detector, Match, detectors, scan
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 

@@ -45,8 +45,9 @@ def commits_module() -> Any:
     package = Path(vaultmem.__file__).resolve().parent
     # Looked for in this package only: an editable install of another checkout
     # can otherwise supply a module this package lacks.
-    assert (package / "commits.py").is_file(), f"vaultmem has no single commit path: no {package}/commits.py"
-    return importlib.import_module("vaultmem.commits")
+    where = package / "git" / "commits.py"
+    assert where.is_file(), f"vaultmem has no single commit path: no {where}"
+    return importlib.import_module("vaultmem.git.commits")
 
 
 # -- git ----------------------------------------------------------------------------
@@ -355,7 +356,7 @@ def _gitloop(go: str, kind: str, vault: str, work: str, seconds: float, limit: i
 
 def _die(go: str, vault: str, step: str, path: str) -> None:
     """A writer killed (as by SIGKILL: no cleanup, no buffers flushed) at one step of its write."""
-    import vaultmem.commits as commits
+    import vaultmem.git.commits as commits
     from vaultmem import Vault, VaultMemoryTool
 
     tool = VaultMemoryTool(Vault.open(vault), actor="killed", session=f"killed-at-{step}")

@@ -1,4 +1,4 @@
-"""vaultmem.agent: the request the application hands to the SDK's tool runner.
+"""vaultmem.anthropic.agent: the request the application hands to the SDK's tool runner.
 
 Pure functions: these tests build dictionaries and compare them exactly.  The
 end-to-end behaviour of the same request against the real SDK is in test_sdk.py.
@@ -60,7 +60,7 @@ def test_memory_beta_is_the_context_management_beta() -> None:
 
 
 def test_the_helpers_are_exported_from_the_package() -> None:
-    from vaultmem import agent
+    from vaultmem.anthropic import agent
 
     assert vaultmem.memory_request is agent.memory_request
     assert vaultmem.memory_system_prompt is agent.memory_system_prompt
@@ -388,13 +388,13 @@ def test_request_errors_are_vault_errors_with_the_error_prefix(memory: VaultMemo
 def test_the_default_model_is_not_one_the_sdk_calls_deprecated() -> None:
     from anthropic.resources.messages.messages import DEPRECATED_MODELS
 
-    from vaultmem.agent import DEFAULT_MODEL
+    from vaultmem.anthropic.agent import DEFAULT_MODEL
 
     assert DEFAULT_MODEL not in DEPRECATED_MODELS
 
 
 def test_describe_call_names_the_command_and_its_paths() -> None:
-    from vaultmem.agent import describe_call
+    from vaultmem.anthropic.agent import describe_call
 
     assert describe_call({"command": "create", "path": "/memories/a.txt", "file_text": "secret"}) == (
         "create /memories/a.txt"
@@ -405,7 +405,7 @@ def test_describe_call_names_the_command_and_its_paths() -> None:
 
 
 def test_result_text_and_tool_results_read_what_the_runner_sends_back() -> None:
-    from vaultmem.agent import result_text, tool_results
+    from vaultmem.anthropic.agent import result_text, tool_results
 
     response = {
         "role": "user",

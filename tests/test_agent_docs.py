@@ -17,7 +17,7 @@ import pytest
 from conftest import commit_count, git
 
 from vaultmem import Vault, generate_key
-from vaultmem.replay import ReplayServer, reply, text, tool_use
+from vaultmem.testing.replay import ReplayServer, reply, text, tool_use
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)

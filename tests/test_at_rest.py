@@ -18,8 +18,8 @@ from anthropic.types.beta import BetaMemoryTool20250818CreateCommand
 from conftest import git
 
 from vaultmem import IntegrityError, Vault, VaultMemoryTool
-from vaultmem.crypto import Keyring
-from vaultmem.store import KEYRING_REF
+from vaultmem.core.crypto import Keyring
+from vaultmem.repo.store import KEYRING_REF
 
 
 def _marker(label: str) -> str:

@@ -32,7 +32,7 @@ import pytest
 from conftest import FakeClock
 
 from vaultmem import Vault, VaultMemoryTool, generate_key
-from vaultmem.cli import build_parser
+from vaultmem.cli.app import build_parser
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 HEX = re.compile(r"\b[0-9a-f]{7,}\b")

@@ -30,10 +30,11 @@ import anthropic
 import pytest
 from conftest import commit_count
 
-from vaultmem import MEMORY_BETA, Vault, VaultMemoryTool, chat, generate_key
-from vaultmem.cli import main
-from vaultmem.progress import SPINNER_FRAMES, Spinner
-from vaultmem.replay import ReplayServer, Request, reply, text, tool_use
+from vaultmem import MEMORY_BETA, Vault, VaultMemoryTool, generate_key
+from vaultmem.cli import chat
+from vaultmem.cli.app import main
+from vaultmem.cli.progress import SPINNER_FRAMES, Spinner
+from vaultmem.testing.replay import ReplayServer, Request, reply, text, tool_use
 
 MEMORY_TOOL = {"type": "memory_20250818", "name": "memory"}
 MODEL = "claude-sonnet-4-6"  # in-process runs; the command's own default is checked as claude-sonnet-5-5

@@ -1,6 +1,6 @@
 """The `vaultmem` command for auditors and operators, on real vaults.
 
-Most tests call ``vaultmem.cli.main`` in-process (fast, exact output); the ones
+Most tests call ``vaultmem.cli.app`` in-process (fast, exact output); the ones
 where the real process matters (git running the textconv driver, a terminal for
 the progress bar or the passphrase prompt, the exit status) run
 ``python -m vaultmem``.
@@ -28,8 +28,8 @@ import pytest
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import Vault, VaultMemoryTool, Version, generate_key
-from vaultmem.cli import main
-from vaultmem.progress import ProgressBar, render
+from vaultmem.cli.app import main
+from vaultmem.cli.progress import ProgressBar, render
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc).timestamp()
 ACME = "Acme Corp prefers e-mail follow-ups.\n"
@@ -567,8 +567,8 @@ def test_key_change_prompts_twice_for_a_new_passphrase(
     cli: Callable[..., Result], clean_env: pytest.MonkeyPatch
 ) -> None:
     answers = iter(["first", "second"])
-    clean_env.setattr("vaultmem.cli.getpass.getpass", lambda prompt="": next(answers))
-    clean_env.setattr("vaultmem.cli._is_terminal", lambda stream: True)
+    clean_env.setattr("vaultmem.cli.app.getpass.getpass", lambda prompt="": next(answers))
+    clean_env.setattr("vaultmem.cli.app._is_terminal", lambda stream: True)
     result = cli("key", "change")
     assert result.code == 2
     assert "passphrases differ" in one_error_line(result.err)
@@ -660,9 +660,9 @@ def test_a_key_file_opens_the_vault(story: Story, tmp_path: Path) -> None:
 
 
 def test_the_module_docstring_documents_the_exit_codes() -> None:
-    import vaultmem.cli
+    import vaultmem.cli.app
 
-    doc = vaultmem.cli.__doc__ or ""
+    doc = vaultmem.cli.app.__doc__ or ""
     assert re.search(r"^\s+0\s+success", doc, re.M)
     assert re.search(r"^\s+1\s+``verify`` found problems", doc, re.M)
     assert re.search(r"^\s+2\s+usage or vault errors", doc, re.M)
@@ -953,8 +953,8 @@ def test_textconv_does_not_load_the_anthropic_sdk(story: Story, tmp_path: Path) 
         "import sys\n"
         "from vaultmem.cli import main\n"
         f"code = main(['--vault', {str(story.path)!r}, 'textconv', {str(blob)!r}])\n"
-        "print(code, sorted(m for m in sys.modules if m.split('.')[0] == 'anthropic' or m == 'vaultmem.tool'),"
-        " file=sys.stderr)\n"
+        "print(code, sorted(m for m in sys.modules"
+        " if m.split('.')[0] == 'anthropic' or m == 'vaultmem.anthropic.tool'), file=sys.stderr)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=_env(VAULTMEM_KEY=story.key), check=True

@@ -1,5 +1,5 @@
 """`vaultmem policy show|set|log` and `vaultmem expire`, run in-process through
-``vaultmem.cli.main`` on real vaults, with exact output.
+``vaultmem.cli.app`` on real vaults, with exact output.
 
 The vault's history is written with a FakeClock set in the past; the CLI
 itself runs on the real clock, so every file is long unused by then.
@@ -21,8 +21,8 @@ import pytest
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import Vault, VaultMemoryTool, generate_key
-from vaultmem.cli import main
-from vaultmem.policy import POLICY_REF, Policy
+from vaultmem.cli.app import main
+from vaultmem.repo.policy import POLICY_REF, Policy
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc).timestamp()
 STAMP = "2025-01-06T09:00:00Z"

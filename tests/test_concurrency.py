@@ -18,7 +18,7 @@ import pytest
 from conftest import commit_count, git
 
 from vaultmem import Vault, VaultMemoryTool
-from vaultmem.paths import parse
+from vaultmem.core.paths import parse
 
 THREADS = 8
 PER_THREAD = 25

@@ -21,8 +21,9 @@ import pytest
 from anthropic.lib.tools import ToolError
 from conftest import commit_count, git
 
-from vaultmem import Vault, VaultMemoryTool, commits, journal, objects, upkeep
+from vaultmem import Vault, VaultMemoryTool
 from vaultmem.errors import BusyError, IntegrityError
+from vaultmem.git import commits, journal, objects, upkeep
 
 TESTS = Path(__file__).resolve().parent
 
@@ -266,8 +267,8 @@ def test_a_ref_lock_of_another_program_is_waited_for_then_refused(
 
 
 def _create(snap, path: str):  # type: ignore[no-untyped-def]
-    from vaultmem.paths import parse
-    from vaultmem.store import Change
+    from vaultmem.core.paths import parse
+    from vaultmem.repo.store import Change
 
     target = parse(path)
     return Change("create", (target,)).write(target, b"x")

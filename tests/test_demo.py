@@ -3,7 +3,7 @@
 The demo runs the real SDK client and tool runner against a local
 :class:`~vaultmem.replay.ReplayServer`; these tests check what it prints, what
 it leaves behind (the kept vault, its key, its history, nothing in plaintext)
-and what it refuses.  Most run ``vaultmem.cli.main`` in-process; one runs
+and what it refuses.  Most run ``vaultmem.cli.app`` in-process; one runs
 ``python -m vaultmem demo`` as a real process with no keys in its environment.
 """
 
@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from conftest import commit_count, git
 
-from vaultmem import Vault, demo
-from vaultmem.cli import main
+from vaultmem import Vault
+from vaultmem.cli import demo
+from vaultmem.cli.app import main
 
 FINAL_CUSTOMER = "<customer>\n<name>Ada Lovelace</name>\n<contact>e-mail only, mornings</contact>\n</customer>\n"
 SECRET_NEEDLES = [

@@ -20,10 +20,10 @@ import pytest
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import Change, InvalidPathError, Vault, VaultError, VaultMemoryTool
-from vaultmem.expiry import ExpireResult, StaleFile, find_stale
-from vaultmem.paths import parse
-from vaultmem.policy import POLICY_REF
-from vaultmem.snapshot import Snapshot
+from vaultmem.core.paths import parse
+from vaultmem.git.snapshot import Snapshot
+from vaultmem.ops.expiry import ExpireResult, StaleFile, find_stale
+from vaultmem.repo.policy import POLICY_REF
 
 DAY = 86_400
 MARKER = "MARKER-CONTENT-4471"

@@ -14,10 +14,11 @@ import pygit2
 import pytest
 
 from tests.conftest import FakeClock
-from vaultmem import NotFoundError, Vault, VaultMemoryTool, objects, snapshot, upkeep
-from vaultmem.history import _may_touch
-from vaultmem.paths import parse
-from vaultmem.verify import Verifier, VerifyReport
+from vaultmem import NotFoundError, Vault, VaultMemoryTool
+from vaultmem.core.paths import parse
+from vaultmem.git import objects, snapshot, upkeep
+from vaultmem.repo.history import _may_touch
+from vaultmem.repo.verify import Verifier, VerifyReport
 
 FILES = ["/memories/a.txt", "/memories/notes/b.txt", "/memories/notes/deep/c.txt", "/memories/other/d.txt"]
 

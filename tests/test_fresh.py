@@ -6,6 +6,7 @@ a kill."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import stat
@@ -18,11 +19,19 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from vaultmem import Vault, VaultMemoryTool, fresh
+from vaultmem import Vault, VaultMemoryTool
+from vaultmem.git import fresh
 
 pytestmark = pytest.mark.skipif(
     getattr(os, "O_TMPFILE", None) is None or not os.path.isdir("/proc/self/fd"), reason="needs O_TMPFILE and /proc"
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_pools_of_earlier_tests() -> None:
+    """Vault instances earlier tests dropped without closing hold descriptors
+    until they are collected; a process keeps only fresh.BUDGET of them."""
+    gc.collect()
 
 
 def unnamed_files(folder: Path) -> set[int]:

@@ -14,8 +14,8 @@ import pytest
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import InvalidPathError, NotFoundError, Vault, VaultError, VaultMemoryTool
-from vaultmem.history import format_message, parse_trailers
-from vaultmem.paths import MemoryPath
+from vaultmem.core.paths import MemoryPath
+from vaultmem.repo.history import format_message, parse_trailers
 
 UTC = timezone.utc
 

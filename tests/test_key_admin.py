@@ -16,8 +16,8 @@ import pytest
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import BadKeyError, IntegrityError, Vault, VaultError, VaultMemoryTool, WrongKeyError, generate_key
-from vaultmem.crypto import ENV_KEY
-from vaultmem.store import KEYRING_REF
+from vaultmem.core.crypto import ENV_KEY
+from vaultmem.repo.store import KEYRING_REF
 
 
 @pytest.fixture(autouse=True)

@@ -11,17 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import commit_count, git
 
-from vaultmem import (
-    BadKeyError,
-    NotAVaultError,
-    Vault,
-    VaultError,
-    VaultMemoryTool,
-    WrongKeyError,
-    generate_key,
-)
-from vaultmem.crypto import ENV_KEY
-from vaultmem.store import KEYRING_REF
+from vaultmem import BadKeyError, NotAVaultError, Vault, VaultError, VaultMemoryTool, WrongKeyError, generate_key
+from vaultmem.core.crypto import ENV_KEY
+from vaultmem.repo.store import KEYRING_REF
 
 
 def folder_state(folder: Path) -> dict[str, tuple[int, int, bytes]]:

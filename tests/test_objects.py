@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vaultmem import durable, objects
-from vaultmem.commits import CommitPath
-from vaultmem.paths import is_git_reserved
+from vaultmem.core.paths import is_git_reserved
+from vaultmem.git import durable, objects
+from vaultmem.git.commits import CommitPath
 
 names = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="/\0"), min_size=1, max_size=12

@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 
 from vaultmem import InvalidPathError, VaultError
-from vaultmem.paths import MemoryPath, parse
+from vaultmem.core.paths import MemoryPath, parse
 
 NFC = "/memories/caf\u00e9/r\u00e9sum\u00e9.txt"
 NFD = unicodedata.normalize("NFD", NFC)

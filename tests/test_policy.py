@@ -25,7 +25,7 @@ from anthropic.lib.tools import ToolError
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import IntegrityError, LimitError, Vault, VaultError, VaultMemoryTool
-from vaultmem.policy import POLICY_REF, Policy, format_duration, parse_duration
+from vaultmem.repo.policy import POLICY_REF, Policy, format_duration, parse_duration
 
 BLOB = pygit2.enums.FileMode.BLOB
 
@@ -778,13 +778,13 @@ class EmployeeIds:
     kind = "employee_id"
 
     def find(self, text: str) -> Iterable[Any]:
-        from vaultmem.secrets import Match
+        from vaultmem.core.detectors import Match
 
         return [Match(self.kind, m.start(), m.end()) for m in re.finditer(r"EMP-[0-9]{5}", text)]
 
 
 def test_application_detectors_join_the_filter(vault: Vault, vault_path: Path) -> None:
-    from vaultmem.secrets import RegexDetector
+    from vaultmem.core.detectors import RegexDetector
 
     tool = VaultMemoryTool(
         vault,

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from vaultmem import Vault, commits, upkeep
+from vaultmem import Vault
+from vaultmem.git import commits, upkeep
 
 
 def test_every_move_gives_the_ref_a_new_file_and_frees_the_old_one_later(

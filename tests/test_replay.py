@@ -1,4 +1,4 @@
-"""vaultmem.replay: the local stand-in for Claude that the demo and the end-to-end tests run against.
+"""vaultmem.testing.replay: the local stand-in for Claude that the demo and the end-to-end tests run against.
 
 It must answer like the Messages API (the real SDK parses its JSON and its
 server-sent events) and refuse what the API would refuse, so a test that passes
@@ -18,7 +18,17 @@ from urllib.parse import urlsplit
 import anthropic
 import pytest
 
-from vaultmem.replay import Conversation, ReplayServer, Reply, Request, ToolResult, events, reply, text, tool_use
+from vaultmem.testing.replay import (
+    Conversation,
+    ReplayServer,
+    Reply,
+    Request,
+    ToolResult,
+    events,
+    reply,
+    text,
+    tool_use,
+)
 
 MODEL = "claude-sonnet-4-6"
 BETA = "context-management-2025-06-27"

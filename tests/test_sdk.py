@@ -21,7 +21,7 @@ from anthropic.types.beta import BetaMemoryTool20250818CreateCommand, BetaMemory
 from conftest import commit_count, git
 
 from vaultmem import AsyncVaultMemoryTool, NotFoundError, Vault, VaultMemoryTool, memory_request
-from vaultmem.replay import Conversation, ReplayServer, Reply, Request, ToolResult, reply, text, tool_use
+from vaultmem.testing.replay import Conversation, ReplayServer, Reply, Request, ToolResult, reply, text, tool_use
 
 MODEL = "claude-sonnet-4-6"
 BETA = "context-management-2025-06-27"

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vaultmem import VaultError
-from vaultmem.secrets import (
+from vaultmem.core.detectors import (
     KINDS,
     PERSONAL_DETECTORS,
     SECRET_DETECTORS,

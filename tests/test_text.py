@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vaultmem import text
+from vaultmem.core import text
 
 # -- format_size -------------------------------------------------------------
 

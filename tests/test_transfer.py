@@ -36,7 +36,7 @@ from vaultmem import (
     VaultMemoryTool,
     generate_key,
 )
-from vaultmem.cli import main
+from vaultmem.cli.app import main
 
 NOTHING = "Nothing was imported."
 

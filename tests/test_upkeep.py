@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from conftest import git
 
-from vaultmem import Vault, commits, durable, objects, upkeep
+from vaultmem import Vault
+from vaultmem.git import commits, durable, objects, upkeep
 
 
 def test_merges_syncs_and_removals_run_in_the_background_without_the_writer_lock(

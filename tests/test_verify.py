@@ -20,7 +20,7 @@ import pytest
 from conftest import commit_count, git
 
 from vaultmem import Vault
-from vaultmem.store import KEYRING_REF
+from vaultmem.repo.store import KEYRING_REF
 
 BLOB = pygit2.enums.FileMode.BLOB
 TREE = pygit2.enums.FileMode.TREE

@@ -7,10 +7,10 @@ and nothing readable sits at rest.
 
 from typing import TYPE_CHECKING, Any
 
-from .agent import MEMORY_BETA, context_management, memory_request, memory_system_prompt
-from .crypto import generate_key
-from .diff import FileChange
-from .errors import (
+from vaultmem import _moved
+from vaultmem.anthropic.agent import MEMORY_BETA, context_management, memory_request, memory_system_prompt
+from vaultmem.core.crypto import generate_key
+from vaultmem.errors import (
     AlreadyExistsError,
     BadKeyError,
     ConflictError,
@@ -22,25 +22,28 @@ from .errors import (
     VaultError,
     WrongKeyError,
 )
-from .expiry import ExpireResult, StaleFile
-from .history import Version
-from .keys import KeyInfo
-from .policy import Policy, PolicyVersion
-from .store import Change, Entry, Vault
-from .transfer import ExportResult, ImportResult
-from .verify import Finding, VerifyReport
+from vaultmem.ops.diff import FileChange
+from vaultmem.ops.expiry import ExpireResult, StaleFile
+from vaultmem.ops.transfer import ExportResult, ImportResult
+from vaultmem.repo.history import Version
+from vaultmem.repo.keys import KeyInfo
+from vaultmem.repo.policy import Policy, PolicyVersion
+from vaultmem.repo.verify import Finding, VerifyReport
+from vaultmem.vault import Change, Entry, Vault
 
 if TYPE_CHECKING:
-    from .tool import AsyncVaultMemoryTool, VaultMemoryTool
+    from vaultmem.anthropic.tool import AsyncVaultMemoryTool, VaultMemoryTool
 
 __version__ = "0.1.0"
+
+_moved.install()  # the 0.1 module names, such as vaultmem.commits, still import
 
 
 def __getattr__(name: str) -> Any:
     # The tool classes import the Anthropic SDK (most of a second); commands
     # that never talk to Claude, such as git's textconv driver, skip it.
     if name in ("VaultMemoryTool", "AsyncVaultMemoryTool"):
-        from . import tool
+        from vaultmem.anthropic import tool
 
         return getattr(tool, name)
     raise AttributeError(f"module 'vaultmem' has no attribute {name!r}")

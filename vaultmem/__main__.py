@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from vaultmem.cli.app import main
 
 sys.exit(main())

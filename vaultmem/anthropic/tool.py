@@ -22,16 +22,16 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from . import paths, text
-from .errors import InvalidPathError, VaultError
-from .guard import Guard
-from .paths import MemoryPath
-from .policy import Policy
-from .snapshot import Listed, Snapshot
-from .store import Change, Vault
+from vaultmem.core import paths, text
+from vaultmem.core.paths import MemoryPath
+from vaultmem.errors import InvalidPathError, VaultError
+from vaultmem.git.snapshot import Listed, Snapshot
+from vaultmem.ops.guard import Guard
+from vaultmem.repo.policy import Policy
+from vaultmem.vault import Change, Vault
 
 if TYPE_CHECKING:
-    from .secrets import Detector
+    from vaultmem.core.detectors import Detector
 
 DEFAULT_VIEW_CAP = 16_000
 

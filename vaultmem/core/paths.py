@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from .errors import InvalidPathError
+from vaultmem.errors import InvalidPathError
 
 ROOT = "/memories"
 MAX_PATH_BYTES = 1024

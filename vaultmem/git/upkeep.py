@@ -23,8 +23,8 @@ import threading
 import weakref
 from pathlib import Path
 
-from . import durable, objects
-from .commits import CommitPath
+from vaultmem.git import durable, objects
+from vaultmem.git.commits import CommitPath
 
 IDLE = 0.05  # seconds without a write before upkeep runs
 EVERY = 32  # writes after which upkeep runs even without a pause

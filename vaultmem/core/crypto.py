@@ -28,7 +28,7 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from .errors import BadKeyError, IntegrityError, NotAVaultError, WrongKeyError
+from vaultmem.errors import BadKeyError, IntegrityError, NotAVaultError, WrongKeyError
 
 FORMAT_VERSION = 1
 BLOB_MAGIC = b"vaultmem-blob"

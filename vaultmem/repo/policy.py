@@ -35,12 +35,12 @@ from typing import Any
 
 import pygit2
 
-from . import objects
-from .commits import CommitPath, Damaged, Draft, Headers, ident, read_ref
-from .crypto import Keyring
-from .errors import IntegrityError, VaultError
-from .history import parse_trailers, split_seal
-from .secrets import detectors
+from vaultmem.core.crypto import Keyring
+from vaultmem.core.detectors import detectors
+from vaultmem.errors import IntegrityError, VaultError
+from vaultmem.git import objects
+from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, ident, read_ref
+from vaultmem.repo.history import parse_trailers, split_seal
 
 POLICY_REF = "refs/heads/vaultmem-policy"
 POLICY_FILE = "policy.json"

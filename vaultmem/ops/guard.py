@@ -14,14 +14,16 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .errors import LimitError, VaultError
-from .paths import MemoryPath
-from .policy import Policy
+from vaultmem.core import detectors as secrets
+from vaultmem.core.paths import MemoryPath
+from vaultmem.errors import LimitError, VaultError
+from vaultmem.ops import expiry
+from vaultmem.repo.policy import Policy
 
 if TYPE_CHECKING:
-    from .secrets import Detector, Match
-    from .snapshot import Snapshot
-    from .store import Vault
+    from vaultmem.core.detectors import Detector, Match
+    from vaultmem.git.snapshot import Snapshot
+    from vaultmem.repo.store import Store
 
 EXPIRY_CHECK_EVERY = 3600  # seconds between automatic expiry runs of one tool
 EXPIRY_ACTOR = "vaultmem-expiry"
@@ -36,7 +38,7 @@ class Guard:
 
     def __init__(
         self,
-        vault: Vault,
+        vault: Store,
         override: Policy | Mapping[str, Any] | None = None,
         detectors: Iterable[Detector] = (),
         max_file_bytes: int | None = None,
@@ -65,7 +67,6 @@ class Guard:
     # -- secrets -----------------------------------------------------------------
 
     def _detectors(self, policy: Policy) -> tuple[Detector, ...]:
-        from . import secrets
 
         key = (policy.personal_data, tuple(policy.patterns.items()))
         found = self._compiled.get(key)
@@ -76,7 +77,6 @@ class Guard:
         return found
 
     def _scan(self, policy: Policy, text: str) -> list[Match]:
-        from . import secrets
 
         return secrets.scan(text, self._detectors(policy))
 
@@ -87,7 +87,6 @@ class Guard:
         found = self._scan(policy, text)
         if not found:
             return text, []
-        from . import secrets
 
         if policy.secrets == "refuse":
             raise SecretsError(
@@ -104,8 +103,6 @@ class Guard:
             return
         found = self._scan(policy, path.text)
         if found:
-            from . import secrets
-
             raise SecretsError(
                 f"Error: Nothing was written: the path contains {secrets.describe(found)}, and paths are "
                 "visible in the audit log. Choose a name without it."
@@ -115,7 +112,6 @@ class Guard:
     def redaction_note(found: list[Match]) -> str:
         if not found:
             return ""
-        from . import secrets
 
         marks = ", ".join(sorted({f"[REDACTED:{m.kind}]" for m in found}))
         return (
@@ -159,4 +155,4 @@ class Guard:
         with contextlib.suppress(VaultError, OSError):
             after = self.policy().expire_after
             if after is not None:
-                self.vault.expire(after, actor=EXPIRY_ACTOR, session=session, now=now)
+                expiry.expire(self.vault, after, actor=EXPIRY_ACTOR, session=session, now=now)

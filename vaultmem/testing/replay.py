@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .agent import MEMORY_BETA, MEMORY_TOOL_TYPE
+from vaultmem.anthropic.agent import MEMORY_BETA, MEMORY_TOOL_TYPE
 
 Reply = dict[str, Any]
 

@@ -44,11 +44,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import durable, objects
-from .errors import BusyError, IntegrityError, StorageError, VaultError
-from .fresh import FreshFiles
-from .journal import Journal, JournalFullError, Move
-from .journal import epoch as epoch  # tests run as after a power cut by replacing it
+from vaultmem.errors import BusyError, IntegrityError, StorageError, VaultError
+from vaultmem.git import durable, objects
+from vaultmem.git.fresh import FreshFiles
+from vaultmem.git.journal import Journal, JournalFullError, Move
+from vaultmem.git.journal import epoch as epoch
 
 LOCK_WAIT = 2.0  # seconds to wait for another program's ref lock
 COMMITTER = b"vaultmem <vaultmem@localhost>"

@@ -26,23 +26,19 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from .agent import DEFAULT_MODEL
-from .errors import NotFoundError, VaultError
-from .policy import Policy
-from .progress import ProgressBar
+from vaultmem.anthropic.agent import DEFAULT_MODEL
+from vaultmem.cli.progress import ProgressBar
+from vaultmem.cli.render import NO_VERSION, change_data, log_lines, print_json, short, version_data, when, write_text
+from vaultmem.errors import NotFoundError, VaultError
+from vaultmem.repo.policy import Policy
 
 if TYPE_CHECKING:
-    from .diff import FileChange
-    from .history import Version
-    from .store import Vault
+    from vaultmem.vault import Vault
 
 
-SHORT = 10  # hex digits of a version id shown to people; any unambiguous prefix is accepted back
-NO_VERSION = "0" * 40  # what an undo back past the first version was restored from: the empty memory
 ENV_VAULT = "VAULTMEM_VAULT"
 ENV_KEY = "VAULTMEM_KEY"
 ENV_PASSPHRASE = "VAULTMEM_PASSPHRASE"
@@ -63,7 +59,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from vaultmem import __version__
 
     parser = _Parser(
         prog="vaultmem",
@@ -226,19 +222,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "keygen":
-        from .crypto import generate_key
+        from vaultmem.core.crypto import generate_key
 
         print(generate_key())
         return 0
     if args.command == "textconv":
         return _textconv(args)
     if args.command == "demo":
-        from . import demo
+        from vaultmem.cli import demo
 
         demo.run(args.folder, sys.stdout)
         return 0
     if args.command == "chat":
-        from . import chat
+        from vaultmem.cli import chat
 
         if not chat.has_api_key():
             print(chat.NO_KEY, file=sys.stderr)
@@ -248,7 +244,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.vault:
         raise UsageError(f"no vault given: use --vault PATH or set {ENV_VAULT}.")
     if args.command == "init":
-        from .store import Vault
+        from vaultmem.vault import Vault
 
         Vault.init(args.vault, **_key_args(args, create=True)).close()
         print(f"Created an empty vault in {args.vault}.")
@@ -284,7 +280,7 @@ class KeyArgs(TypedDict, total=False):
 
 
 def _open(args: argparse.Namespace) -> Vault:
-    from .store import Vault
+    from vaultmem.vault import Vault
 
     fallback = args.textconv_key_file if args.command == "git-setup" else None
     return Vault.open(args.vault, **_key_args(args, create=False, fallback_key_file=fallback))
@@ -327,67 +323,15 @@ def _is_terminal(stream: Any) -> bool:
         return False
 
 
-# -- formatting ------------------------------------------------------------------
-
-
-def _when(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _short(version_id: str | None) -> str:
-    return version_id[:SHORT] if version_id else "-"
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def _write(text: str) -> None:
-    """Text exactly as stored, ending with a newline so the prompt starts a line."""
-    sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
-
-
-def _version_data(version: Version) -> dict[str, Any]:
-    return {
-        "id": version.id,
-        "time": _when(version.time),
-        "actor": version.actor,
-        "session": version.session,
-        "command": version.command,
-        "paths": list(version.paths),
-        "restored_from": version.restored_from,
-    }
-
-
-def _change_data(change: FileChange) -> dict[str, Any]:
-    return {"path": change.path, "status": change.status, "old": change.old, "new": change.new}
-
-
-def log_lines(versions: Sequence[Version]) -> list[str]:
-    rows = [
-        [_short(v.id), _when(v.time), v.actor, v.session or "-", v.command, _paths(v.paths, v.restored_from, v.command)]
-        for v in versions
-    ]
-    widths = [max((len(row[i]) for row in rows), default=0) for i in range(5)]
-    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)), row[5]]) for row in rows]
-
-
-def _paths(paths: Sequence[str], restored_from: str | None, command: str) -> str:
-    text = " -> ".join(paths) if command == "rename" else ", ".join(paths)
-    if restored_from == NO_VERSION:
-        return f"{text} (from the empty memory)"
-    return f"{text} (from {_short(restored_from)})" if restored_from else text
-
-
 # -- reading ---------------------------------------------------------------------
 
 
 def _ls(vault: Vault, args: argparse.Namespace) -> int:
-    from .text import format_size
+    from vaultmem.core.text import format_size
 
     entries = vault.listing(args.path, at=args.at)
     if args.json:
-        _print_json([{"path": e.path, "kind": e.kind, "size": e.size} for e in entries])
+        print_json([{"path": e.path, "kind": e.kind, "size": e.size} for e in entries])
         return 0
     for entry in entries:
         print(f"{format_size(entry.size):>7}  {entry.path}{'/' if entry.kind == 'dir' else ''}")
@@ -398,7 +342,7 @@ def _cat(vault: Vault, args: argparse.Namespace) -> int:
     text = vault.read(args.path, at=args.at)
     if args.json:
         version = vault.resolve(args.at if args.at is not None else "main")
-        _print_json({"path": args.path, "version": version.id, "content": text})
+        print_json({"path": args.path, "version": version.id, "content": text})
     else:
         sys.stdout.write(text)
     return 0
@@ -415,7 +359,7 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
         command=args.memory_command,
     )
     if args.json:
-        _print_json([_version_data(v) for v in versions])
+        print_json([version_data(v) for v in versions])
     else:
         for line in log_lines(versions):
             print(line)
@@ -430,11 +374,11 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
         parent = None  # the first version: everything in it was added
     if args.json:
         changes = vault.changes(parent, version.id)
-        _print_json({**_version_data(version), "parent": parent, "changes": [_change_data(c) for c in changes]})
+        print_json({**version_data(version), "parent": parent, "changes": [change_data(c) for c in changes]})
         return 0
     fields = [
         ("version", version.id),
-        ("time", _when(version.time)),
+        ("time", when(version.time)),
         ("actor", version.actor),
         ("session", version.session or "-"),
         ("command", version.command),
@@ -448,7 +392,7 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
     diff = vault.diff(parent, version.id)
     if diff:
         print()
-        _write(diff)
+        write_text(diff)
     return 0
 
 
@@ -457,9 +401,9 @@ def _diff(vault: Vault, args: argparse.Namespace) -> int:
         a = vault.resolve(args.a).id
         b = vault.resolve(args.b if args.b is not None else "main").id
         changes = vault.changes(a, b, path=args.path)
-        _print_json({"from": a, "to": b, "changes": [_change_data(c) for c in changes]})
+        print_json({"from": a, "to": b, "changes": [change_data(c) for c in changes]})
     else:
-        _write(vault.diff(args.a, args.b, path=args.path))
+        write_text(vault.diff(args.a, args.b, path=args.path))
     return 0
 
 
@@ -469,7 +413,7 @@ def _diff(vault: Vault, args: argparse.Namespace) -> int:
 def _call(vault: Vault, args: argparse.Namespace) -> int:
     from anthropic.lib.tools import ToolError
 
-    from .tool import VaultMemoryTool
+    from vaultmem.anthropic.tool import VaultMemoryTool
 
     try:
         params = json.loads(args.input)
@@ -489,9 +433,9 @@ def _restore(vault: Vault, args: argparse.Namespace) -> int:
     what = args.path or "the memory"
     new = vault.restore(source.id, args.path, actor=args.actor, session=args.session)
     if new is None:
-        print(f"Nothing to restore: {what} is already as it was at {_short(source.id)}.")
+        print(f"Nothing to restore: {what} is already as it was at {short(source.id)}.")
     else:
-        print(f"Restored {what} as it was at {_short(source.id)}: new version {_short(new.id)}.")
+        print(f"Restored {what} as it was at {short(source.id)}: new version {short(new.id)}.")
     return 0
 
 
@@ -501,9 +445,9 @@ def _undo(vault: Vault, args: argparse.Namespace) -> int:
     if new is None:
         print(f"Nothing to undo: undoing {last} would not change the memory.")
     elif new.restored_from and new.restored_from != NO_VERSION:
-        print(f"Undid {last}: the memory is as it was at {_short(new.restored_from)}, new version {_short(new.id)}.")
+        print(f"Undid {last}: the memory is as it was at {short(new.restored_from)}, new version {short(new.id)}.")
     else:
-        print(f"Undid {last}: the memory is empty, new version {_short(new.id)}.")
+        print(f"Undid {last}: the memory is empty, new version {short(new.id)}.")
     return 0
 
 
@@ -516,7 +460,7 @@ def _import(vault: Vault, args: argparse.Namespace) -> int:
         print(f"Nothing to import: {source} holds no files." if not args.replace else "Nothing changed.")
     else:
         files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
-        print(f"Imported {files} from {source} as version {_short(result.version.id)}.")
+        print(f"Imported {files} from {source} as version {short(result.version.id)}.")
     if result.empty_folders:
         print(f"Left out {len(result.empty_folders)} empty folder(s): git records files, not empty folders.")
     return 0
@@ -525,14 +469,14 @@ def _import(vault: Vault, args: argparse.Namespace) -> int:
 def _export(vault: Vault, args: argparse.Namespace) -> int:
     result = vault.export_folder(args.folder, at=args.at)
     files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
-    print(f"Exported {files} of version {_short(result.version)} to {result.folder}.")
+    print(f"Exported {files} of version {short(result.version)} to {result.folder}.")
     print("These files are PLAINTEXT (mode 0600): delete them when you are done.")
     return 0
 
 
 def _chat(vault: Vault, args: argparse.Namespace) -> int:
-    from . import chat
-    from .tool import VaultMemoryTool
+    from vaultmem.anthropic.tool import VaultMemoryTool
+    from vaultmem.cli import chat
 
     memory = VaultMemoryTool(vault, actor=args.actor, session=args.session)
     return chat.run(
@@ -560,30 +504,30 @@ def _read_line(prompt: str) -> str:
 def _expire(vault: Vault, args: argparse.Namespace) -> int:
     result = vault.expire(args.unread_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
     if args.json:
-        _print_json(
+        print_json(
             {
                 "dry_run": args.dry_run,
                 "version": result.version.id if result.version else None,
-                "files": [{"path": s.path, "last_used": _when(s.last_used)} for s in result.stale],
+                "files": [{"path": s.path, "last_used": when(s.last_used)} for s in result.stale],
             }
         )
         return 0
     for stale in result.stale:
-        print(f"{_when(stale.last_used)}  {stale.path}")
+        print(f"{when(stale.last_used)}  {stale.path}")
     count = f"{len(result.stale)} file{'s' if len(result.stale) != 1 else ''}"
     if not result.stale:
         print(f"Nothing to expire: every file was read or written in the last {args.unread_for}.")
     elif args.dry_run:
         print(f"Would delete {count} unused for {args.unread_for} or more (dry run: nothing changed).")
     elif result.version is not None:
-        print(f"Deleted {count} unused for {args.unread_for} or more: new version {_short(result.version.id)}.")
+        print(f"Deleted {count} unused for {args.unread_for} or more: new version {short(result.version.id)}.")
     return 0
 
 
 def _policy_show(vault: Vault, args: argparse.Namespace) -> int:
     data = vault.policy.to_dict()
     if args.json:
-        _print_json(data)
+        print_json(data)
         return 0
     for name, value in data.items():
         print(f"{name:<16} {_policy_shown(name, value)}")
@@ -615,7 +559,7 @@ def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def _policy_shown(name: str, value: Any) -> str:
-    from .policy import format_duration, show_value
+    from vaultmem.repo.policy import format_duration, show_value
 
     return format_duration(value) if name == "expire_after" and value is not None else show_value(value)
 
@@ -636,11 +580,11 @@ def _policy_value(name: str, raw: str) -> Any:
 def _policy_log(vault: Vault, args: argparse.Namespace) -> int:
     versions = vault.policy_history()
     if args.json:
-        _print_json(
+        print_json(
             [
                 {
                     "id": v.id,
-                    "time": _when(v.time),
+                    "time": when(v.time),
                     "actor": v.actor,
                     "session": v.session,
                     "changed": list(v.changed),
@@ -651,7 +595,7 @@ def _policy_log(vault: Vault, args: argparse.Namespace) -> int:
         )
         return 0
     for v in versions:
-        print(f"{_short(v.id)}  {_when(v.time)}  {v.actor}  {v.session or '-'}  {', '.join(v.changed)}")
+        print(f"{short(v.id)}  {when(v.time)}  {v.actor}  {v.session or '-'}  {', '.join(v.changed)}")
     return 0
 
 
@@ -664,10 +608,10 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
     if args.json:
         findings = [{"kind": f.kind, "version": f.version, "path": f.path, "detail": f.detail} for f in report.findings]
         counts = {"commits": report.commits, "blobs": report.blobs, "trees": report.trees}
-        _print_json({"ok": report.ok, **counts, "findings": findings})
+        print_json({"ok": report.ok, **counts, "findings": findings})
     else:
         for f in report.findings:
-            where = " ".join(part for part in (f.version and _short(f.version), f.path) if part)
+            where = " ".join(part for part in (f.version and short(f.version), f.path) if part)
             print(f"{f.kind}: {where + ': ' if where else ''}{f.detail}")
         checked = f"{report.commits} versions, {report.blobs} file versions and {report.trees} trees"
         problems = len(report.findings)
@@ -679,10 +623,10 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
 def _key_list(vault: Vault, args: argparse.Namespace) -> int:
     keys = vault.keys()
     if args.json:
-        _print_json([{"id": k.id, "created": _when(k.created), "active": k.active} for k in keys])
+        print_json([{"id": k.id, "created": when(k.created), "active": k.active} for k in keys])
     else:
         for k in keys:
-            print(f"{k.id}  {_when(k.created)}{'  active' if k.active else ''}")
+            print(f"{k.id}  {when(k.created)}{'  active' if k.active else ''}")
     return 0
 
 
@@ -745,11 +689,11 @@ def _textconv(args: argparse.Namespace) -> int:
 
 def _decrypt_for_git(vault_path: str | None, key_file: str | None, data: bytes) -> str | None:
     """Try each key source that needs no prompt; None when none of them opens the blob."""
-    from .crypto import BLOB_MAGIC
+    from vaultmem.core.crypto import BLOB_MAGIC
 
     if not vault_path or not data.startswith(BLOB_MAGIC + b" "):
         return None
-    from .store import Vault
+    from vaultmem.vault import Vault
 
     sources: list[KeyArgs] = []
     if key_file:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .errors import VaultError
+from vaultmem.errors import VaultError
 
 MEMORY_BETA = "context-management-2025-06-27"
 MEMORY_TOOL_TYPE = "memory_20250818"

@@ -16,82 +16,19 @@ tests never sleep.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 
-from . import durable
-from .paths import MemoryPath
-from .policy import parse_duration
+from vaultmem.core.paths import MemoryPath
+from vaultmem.git.snapshot import Snapshot
+from vaultmem.repo.policy import parse_duration
+from vaultmem.repo.store import Change, Store
 
 if TYPE_CHECKING:
-    from .history import Version
-    from .snapshot import Snapshot
-    from .store import Change, Vault
-
-READS_FILE = "reads"
-GRANULARITY = 60  # seconds: a path's reads closer together than this are logged once
-COMPACT_AT = 1 << 20  # bytes: past this, an expire run rewrites the log with one line per file
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-
-
-class ReadLog:
-    """When each memory file was last read or written (outside the history)."""
-
-    def __init__(self, gitdir: Path) -> None:
-        self.path = gitdir / durable.STATE_DIR / READS_FILE
-        self._noted: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def note(self, paths: list[str], when: float, always: bool = False) -> None:
-        """Record use of ``paths`` at ``when``; best effort (the log is disposable)."""
-        moment = int(when)
-        with self._lock:
-            fresh = [p for p in paths if always or moment - self._noted.get(p, -GRANULARITY) >= GRANULARITY]
-            for p in fresh:
-                self._noted[p] = moment
-        if not fresh:
-            return
-        data = "".join(f"{moment}\t{p}\n" for p in fresh).encode("utf-8")
-        with contextlib.suppress(OSError):
-            fd = os.open(self.path, _APPEND, 0o600)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-
-    def load(self) -> dict[str, int]:
-        """The latest time logged for each path (malformed lines are skipped)."""
-        latest: dict[str, int] = {}
-        try:
-            raw = self.path.read_bytes()
-        except OSError:
-            return latest
-        for line in raw.decode("utf-8", "replace").splitlines():
-            moment, sep, path = line.partition("\t")
-            if not sep or not moment.isdigit() or (path != "/memories" and not path.startswith("/memories/")):
-                continue
-            if int(moment) > latest.get(path, -1):
-                latest[path] = int(moment)
-        return latest
-
-    def compact(self, keep: dict[str, int]) -> None:
-        """Rewrite the log as one line per path in ``keep`` once it is large.  Best
-        effort: a read logged by another process meanwhile may be dropped."""
-        if not self.path.exists() or self.path.stat().st_size < COMPACT_AT:
-            return
-        tmp = self.path.with_name(READS_FILE + ".new")
-        with contextlib.suppress(OSError):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.writelines(f"{moment}\t{path}\n" for path, moment in sorted(keep.items()))
-            os.replace(tmp, self.path)
+    from vaultmem.repo.history import Version
 
 
 @dataclass(frozen=True)
@@ -111,11 +48,9 @@ class ExpireResult:
     version: Version | None
 
 
-def last_written(vault: Vault, snap: Snapshot, wanted: dict[MemoryPath, bytes]) -> dict[MemoryPath, int]:
+def last_written(vault: Store, snap: Snapshot, wanted: dict[MemoryPath, bytes]) -> dict[MemoryPath, int]:
     """For each file of ``wanted`` (path -> its blob id now), the time of the
     newest commit that wrote it: walk back until its blob id differs."""
-    from .snapshot import Snapshot
-
     found: dict[MemoryPath, int] = {}
     open_paths = dict(wanted)
     commit_id = snap.commit_id
@@ -133,7 +68,7 @@ def last_written(vault: Vault, snap: Snapshot, wanted: dict[MemoryPath, bytes]) 
     return found
 
 
-def find_stale(vault: Vault, snap: Snapshot, unread_for: int, now: float) -> list[tuple[MemoryPath, bytes, int]]:
+def find_stale(vault: Store, snap: Snapshot, unread_for: int, now: float) -> list[tuple[MemoryPath, bytes, int]]:
     """Files of ``snap`` whose last use is ``unread_for`` seconds or more before ``now``."""
     files = dict(snap.files(MemoryPath(())))
     used = vault.reads.load()
@@ -153,7 +88,7 @@ def find_stale(vault: Vault, snap: Snapshot, unread_for: int, now: float) -> lis
 
 
 def expire(
-    vault: Vault,
+    vault: Store,
     unread_for: int | str | timedelta,
     *,
     dry_run: bool = False,
@@ -163,8 +98,6 @@ def expire(
 ) -> ExpireResult:
     """Delete every file unused for ``unread_for`` (``"30d"``, seconds, a
     timedelta) as one commit; with ``dry_run``, only say which."""
-    from .store import Change
-
     seconds = parse_duration(unread_for)
     moment = vault.clock() if now is None else now
     stale = find_stale(vault, vault.snapshot(), seconds, moment)

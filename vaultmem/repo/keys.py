@@ -15,10 +15,10 @@ from typing import Any
 
 import pygit2
 
-from . import objects
-from .commits import COMMITTER, CommitPath, Damaged, Draft, read_ref
-from .crypto import Keyring
-from .errors import ConflictError, NotAVaultError
+from vaultmem.core.crypto import Keyring
+from vaultmem.errors import ConflictError, NotAVaultError
+from vaultmem.git import objects
+from vaultmem.git.commits import COMMITTER, CommitPath, Damaged, Draft, read_ref
 
 KEYRING_REF = "refs/heads/vaultmem-keyring"
 KEYRING_FILE = "keyring.json"

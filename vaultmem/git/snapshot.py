@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from . import objects
-from .crypto import Keyring, plaintext_size
-from .errors import ConflictError, IntegrityError, NotFoundError
-from .paths import MemoryPath
+from vaultmem.core.crypto import Keyring, plaintext_size
+from vaultmem.core.paths import MemoryPath
+from vaultmem.errors import ConflictError, IntegrityError, NotFoundError
+from vaultmem.git import objects
 
 Kind = Literal["file", "dir"]
 

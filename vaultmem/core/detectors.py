@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
-from .errors import VaultError
+from vaultmem.errors import VaultError
 
 
 @dataclass(frozen=True)

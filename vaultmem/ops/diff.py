@@ -7,9 +7,9 @@ import difflib
 from dataclasses import dataclass
 from typing import Literal
 
-from . import objects
-from .paths import MemoryPath
-from .snapshot import Snapshot
+from vaultmem.core.paths import MemoryPath
+from vaultmem.git import objects
+from vaultmem.git.snapshot import Snapshot
 
 Status = Literal["added", "deleted", "modified"]
 

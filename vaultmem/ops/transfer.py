@@ -34,16 +34,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import durable, objects, paths
-from .errors import AlreadyExistsError, ConflictError, IntegrityError, InvalidPathError, LimitError, VaultError
-from .paths import MemoryPath
-from .policy import DEFAULT_MAX_FILE_BYTES
+from vaultmem.core import paths
+from vaultmem.core.paths import MemoryPath
+from vaultmem.errors import AlreadyExistsError, ConflictError, IntegrityError, InvalidPathError, LimitError, VaultError
+from vaultmem.git import durable, objects
+from vaultmem.ops.guard import Guard
+from vaultmem.repo.policy import DEFAULT_MAX_FILE_BYTES
+from vaultmem.repo.store import Change, Store
 
 if TYPE_CHECKING:
-    from .history import Version
-    from .policy import Policy
-    from .snapshot import Snapshot
-    from .store import Change, Vault
+    from vaultmem.git.snapshot import Snapshot
+    from vaultmem.repo.history import Version
+    from vaultmem.repo.policy import Policy
 
 MEMORIES = "memories"
 FILES_TRAILER = "Vaultmem-Files"
@@ -191,7 +193,7 @@ def _in_the_way(snap: Snapshot, path: MemoryPath) -> MemoryPath | None:
 
 
 def import_folder(
-    vault: Vault,
+    vault: Store,
     folder: str | os.PathLike[str],
     *,
     replace: bool = False,
@@ -209,8 +211,6 @@ def import_folder(
     (unless ``max_file_bytes`` is given), its secrets filter (a path or file
     holding a secret is refused, or redacted under ``redact``) and its quotas.
     """
-    from .guard import Guard
-    from .store import Change
 
     guard = Guard(vault, max_file_bytes=max_file_bytes)
     policy = guard.policy()
@@ -288,7 +288,7 @@ def _check_quotas(policy: Policy, snap: Snapshot, files: list[tuple[MemoryPath, 
 # -- export ----------------------------------------------------------------------
 
 
-def export_folder(vault: Vault, folder: str | os.PathLike[str], at: str | datetime | None = None) -> ExportResult:
+def export_folder(vault: Store, folder: str | os.PathLike[str], at: str | datetime | None = None) -> ExportResult:
     """Write the memory (now, or at version ``at``) to ``folder/memories`` (to
     ``folder`` itself if it is named ``memories``).
 

@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .agent import describe_call, memory_request, result_text, tool_results
-from .progress import Spinner
+from vaultmem.anthropic.agent import describe_call, memory_request, result_text, tool_results
+from vaultmem.cli.progress import Spinner
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 EXIT_WORDS = ("/exit", "/quit")

@@ -32,11 +32,11 @@ from typing import Any, Literal
 
 import pygit2
 
-from . import objects
-from .crypto import Keyring, UserKey, keyring_problems
-from .errors import VaultError
-from .history import COMMANDS, UnreadableVersion, hiding_files, parse_trailers, read_commit, split_seal
-from .paths import MemoryPath, parse
+from vaultmem.core.crypto import Keyring, UserKey, keyring_problems
+from vaultmem.core.paths import MemoryPath, parse
+from vaultmem.errors import VaultError
+from vaultmem.git import objects
+from vaultmem.repo.history import COMMANDS, UnreadableVersion, hiding_files, parse_trailers, read_commit, split_seal
 
 Progress = Callable[[int, int], None]
 Kind = Literal["object", "seal", "message", "tree", "blob", "keyring", "policy", "shallow", "grafts", "replace"]

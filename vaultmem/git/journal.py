@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import durable
+from vaultmem.git import durable
 
 NAME = "journal"
 SIZE = 8 << 20

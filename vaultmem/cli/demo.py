@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from .agent import DEFAULT_MODEL, describe_call, memory_request, result_text, tool_results
-from .errors import AlreadyExistsError
-from .replay import Conversation, ReplayServer, Reply, reply, text, tool_use
+from vaultmem.anthropic.agent import DEFAULT_MODEL, describe_call, memory_request, result_text, tool_results
+from vaultmem.cli.render import log_lines
+from vaultmem.errors import AlreadyExistsError
+from vaultmem.testing.replay import Conversation, ReplayServer, Reply, reply, text, tool_use
 
 ACTOR = "support-bot"
 SESSION = "ticket-4411"
@@ -165,7 +166,7 @@ def _converse(client: Any, memory: Any, model: str, p: _Printer) -> None:
 def _seed(vault: Any) -> str:
     """What the memory holds before the session: the operator's guidelines and
     a draft an earlier session left.  Returns the version before the session."""
-    from .tool import VaultMemoryTool
+    from vaultmem.anthropic.tool import VaultMemoryTool
 
     operator = VaultMemoryTool(vault, actor=OPERATOR, session="onboarding")
     operator.call({"command": "create", "path": GUIDELINES, "file_text": GUIDELINES_TEXT})
@@ -198,10 +199,9 @@ def run(folder: str | None, out: TextIO, model: str = DEFAULT_MODEL) -> None:
     temporary folder removed at the end."""
     import anthropic
 
-    from .cli import log_lines
-    from .crypto import generate_key
-    from .store import Vault
-    from .tool import VaultMemoryTool
+    from vaultmem.anthropic.tool import VaultMemoryTool
+    from vaultmem.core.crypto import generate_key
+    from vaultmem.vault import Vault
 
     key = generate_key()
     if folder is not None:

@@ -14,19 +14,16 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pygit2
 
-from . import commits as commit_path
-from . import durable, expiry, keys, objects, paths, transfer
-from . import policy as policy_mod
-from .commits import DAMAGED, CommitPath, Draft, RefMoved, ident, read_ref_or_damaged, replay
-from .crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
-from .diff import FileChange, changes, unified
-from .errors import (
+from vaultmem.core import paths
+from vaultmem.core.crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
+from vaultmem.core.paths import MemoryPath
+from vaultmem.errors import (
     BadKeyError,
     ConflictError,
     IntegrityError,
@@ -35,7 +32,15 @@ from .errors import (
     StorageError,
     VaultError,
 )
-from .history import (
+from vaultmem.git import commits as commit_path
+from vaultmem.git import durable, objects
+from vaultmem.git.commits import DAMAGED, CommitPath, Draft, RefMoved, ident, read_ref_or_damaged, replay
+from vaultmem.git.journal import Journal
+from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor
+from vaultmem.git.upkeep import Upkeep
+from vaultmem.repo import keys
+from vaultmem.repo import policy as policy_mod
+from vaultmem.repo.history import (
     RESTORED_FROM,
     SEAL_HEADER,
     Filters,
@@ -46,13 +51,10 @@ from .history import (
     read_commit,
     walk,
 )
-from .journal import Journal
-from .keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
-from .paths import MemoryPath
-from .policy import Policy
-from .snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor
-from .upkeep import Upkeep
-from .verify import Finding, Progress, VerifyReport, verify
+from vaultmem.repo.keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
+from vaultmem.repo.policy import Policy
+from vaultmem.repo.reads import ReadLog
+from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
 ATTEMPTS = 3  # builds of one change when another program keeps moving main
@@ -109,7 +111,7 @@ class Change:
 # -- the vault ---------------------------------------------------------------
 
 
-class Vault:
+class Store:
     """An encrypted, versioned memory store in a bare git repository."""
 
     def __init__(self, path: Path, keyring: Keyring, clock: Clock) -> None:
@@ -131,7 +133,7 @@ class Vault:
         self._policy: tuple[str | None, Policy] | None = None
         self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
         self._chain_lock = threading.Lock()
-        self.reads = expiry.ReadLog(path)
+        self.reads = ReadLog(path)
 
     def close(self) -> None:
         """Finish pending upkeep and release the vault's file descriptors
@@ -140,7 +142,7 @@ class Vault:
         self._lock.close()
         self._commits.close()
 
-    def __enter__(self) -> Vault:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -188,7 +190,7 @@ class Vault:
         key_file: str | os.PathLike[str] | None = None,
         passphrase: str | None = None,
         clock: Clock = time.time,
-    ) -> Vault:
+    ) -> Self:
         """Create a new, empty vault in ``path`` (which must be missing or empty)."""
         folder = Path(path)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
@@ -201,7 +203,7 @@ class Vault:
             user_key = cls._user_key(key, key_file, passphrase, {"kind": "key"})
         now = int(clock())
         existed = folder.exists()
-        vault: Vault | None = None
+        vault: Self | None = None
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             repo = pygit2.init_repository(str(folder), bare=True, initial_head="main")
@@ -244,7 +246,7 @@ class Vault:
         key_file: str | os.PathLike[str] | None = None,
         passphrase: str | None = None,
         clock: Clock = time.time,
-    ) -> Vault:
+    ) -> Self:
         """Open an existing vault; a wrong key or a folder that is not a vault is
         one clear error here, before any other work."""
         folder = Path(path)
@@ -534,22 +536,8 @@ class Vault:
                 break
         return out
 
-    def changes(
-        self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None
-    ) -> list[FileChange]:
-        """Files that differ from version ``a`` to ``b`` (default: now), decrypted.
-        ``a=None`` is the empty memory before the first version."""
-        target = paths.parse(path) if path is not None else MemoryPath(())
-        before = self.snapshot(a) if a is not None else self._empty_snapshot()
-        return changes(before, self.snapshot(b), target)
-
     def _empty_snapshot(self) -> Snapshot:
         return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, None)
-
-    def diff(self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None) -> str:
-        """A unified diff of the decrypted text from version ``a`` to ``b``
-        (``a=None``: from the empty memory)."""
-        return unified(self.changes(a, b, path))
 
     def restore(
         self, at: str | datetime, path: str | None = None, *, actor: str = "vaultmem", session: str | None = None
@@ -587,26 +575,6 @@ class Vault:
 
         return self.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
 
-    def import_folder(
-        self,
-        folder: str | os.PathLike[str],
-        *,
-        replace: bool = False,
-        actor: str = "vaultmem",
-        session: str | None = None,
-        max_file_bytes: int | None = None,
-    ) -> transfer.ImportResult:
-        """Record the files of an SDK filesystem memory (``folder/memories``) as
-        one ``import`` commit; see :func:`vaultmem.transfer.import_folder`."""
-        return transfer.import_folder(
-            self, folder, replace=replace, actor=actor, session=session, max_file_bytes=max_file_bytes
-        )
-
-    def export_folder(self, folder: str | os.PathLike[str], at: str | datetime | None = None) -> transfer.ExportResult:
-        """Write the memory (now or at ``at``) as plaintext files to
-        ``folder/memories``; see :func:`vaultmem.transfer.export_folder`."""
-        return transfer.export_folder(self, folder, at)
-
     def verify(self, progress: Progress | None = None) -> VerifyReport:
         """Check every commit and object of the history, and the keyring as it
         is on disk now; see :mod:`vaultmem.verify`."""
@@ -635,20 +603,6 @@ class Vault:
     def note_read(self, path: str) -> None:
         """Record that a file was read now (for expiry; kept outside the history)."""
         self.reads.note([paths.parse(path).text], self.clock())
-
-    def expire(
-        self,
-        unread_for: int | str | timedelta,
-        *,
-        dry_run: bool = False,
-        actor: str = "vaultmem",
-        session: str | None = None,
-        now: float | None = None,
-    ) -> expiry.ExpireResult:
-        """Delete every file neither read nor written for ``unread_for``
-        (``"30d"``, seconds, a timedelta) as one ``expire`` commit; with
-        ``dry_run``, only list them.  See :mod:`vaultmem.expiry`."""
-        return expiry.expire(self, unread_for, dry_run=dry_run, actor=actor, session=session, now=now)
 
     # -- policy (vaultmem.policy does the work) ----------------------------------
 

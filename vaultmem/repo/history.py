@@ -24,8 +24,8 @@ from typing import Protocol
 
 import pygit2
 
-from .errors import IntegrityError, VaultError
-from .paths import MemoryPath, parse
+from vaultmem.core.paths import MemoryPath, parse
+from vaultmem.errors import IntegrityError, VaultError
 
 SEAL_HEADER = b"vaultmem-seal"  # a commit header, like git's own gpgsig
 RESTORED_FROM = "Vaultmem-Restored-From"

@@ -1,0 +1,1 @@
+"""Pure rules, no I/O: memory paths, text, encryption, the secret detectors."""

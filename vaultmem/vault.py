@@ -1,0 +1,69 @@
+"""The public vault: the repository (:class:`vaultmem.repo.store.Store`,
+open, init, read, mutate, history, verify, keys, policy) with the verbs of
+:mod:`vaultmem.ops` as methods.  The engine lives below; each method here is
+a thin entry into one ``ops`` module."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+from vaultmem.core import paths
+from vaultmem.core.paths import MemoryPath
+from vaultmem.ops import expiry, transfer
+from vaultmem.ops.diff import FileChange, changes, unified
+from vaultmem.repo.store import Change, Entry, Store
+
+__all__ = ["Change", "Entry", "Vault"]
+
+
+class Vault(Store):
+    """An encrypted, versioned memory in a git repository (docs/api.md)."""
+
+    def changes(
+        self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None
+    ) -> list[FileChange]:
+        """Files that differ from version ``a`` to ``b`` (default: now), decrypted.
+        ``a=None`` is the empty memory before the first version."""
+        target = paths.parse(path) if path is not None else MemoryPath(())
+        before = self.snapshot(a) if a is not None else self._empty_snapshot()
+        return changes(before, self.snapshot(b), target)
+
+    def diff(self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None) -> str:
+        """A unified diff of the decrypted text from version ``a`` to ``b``
+        (``a=None``: from the empty memory)."""
+        return unified(self.changes(a, b, path))
+
+    def import_folder(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        replace: bool = False,
+        actor: str = "vaultmem",
+        session: str | None = None,
+        max_file_bytes: int | None = None,
+    ) -> transfer.ImportResult:
+        """Record the files of an SDK filesystem memory (``folder/memories``) as
+        one ``import`` commit; see :func:`vaultmem.ops.transfer.import_folder`."""
+        return transfer.import_folder(
+            self, folder, replace=replace, actor=actor, session=session, max_file_bytes=max_file_bytes
+        )
+
+    def export_folder(self, folder: str | os.PathLike[str], at: str | datetime | None = None) -> transfer.ExportResult:
+        """Write the memory (now or at ``at``) as plaintext files to
+        ``folder/memories``; see :func:`vaultmem.ops.transfer.export_folder`."""
+        return transfer.export_folder(self, folder, at)
+
+    def expire(
+        self,
+        unread_for: int | str | timedelta,
+        *,
+        dry_run: bool = False,
+        actor: str = "vaultmem",
+        session: str | None = None,
+        now: float | None = None,
+    ) -> expiry.ExpireResult:
+        """Delete every file neither read nor written for ``unread_for``
+        (``"30d"``, seconds, a timedelta) as one ``expire`` commit; with
+        ``dry_run``, only list them.  See :mod:`vaultmem.ops.expiry`."""
+        return expiry.expire(self, unread_for, dry_run=dry_run, actor=actor, session=session, now=now)
