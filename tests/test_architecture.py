@@ -1,0 +1,81 @@
+"""The layout of docs/architecture.md holds: the layers it lists are the ones
+the import contract checks, the contract is kept, imports inside functions
+stay where they keep a command fast to start, and the 0.1 module names import
+as the modules at their new homes."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "vaultmem"
+
+# Where an import inside a function is allowed: the CLI (each command loads
+# only what it needs) and the package surface (the SDK's tool classes load on
+# first use).  Anywhere else it would hide an arrow the contract must see.
+LAZY_IMPORTS_ALLOWED = {"vaultmem/__init__.py", "vaultmem/cli/app.py", "vaultmem/cli/chat.py", "vaultmem/cli/demo.py"}
+
+
+def contract_layers() -> list[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    return next(c["layers"] for c in contracts if c["type"] == "layers")
+
+
+def test_the_documented_layers_are_the_checked_ones() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    documented = re.findall(r"^\| `vaultmem\.([a-z_]+)` \|", doc, re.M)
+    assert documented == contract_layers()
+    for layer in documented:
+        assert (PACKAGE / layer).is_dir() or (PACKAGE / f"{layer}.py").is_file(), layer
+
+
+def test_the_import_contracts_are_kept() -> None:
+    linter = shutil.which("lint-imports")
+    if linter is None:
+        pytest.fail("lint-imports is not installed: pip install -e '.[test]'")
+    result = subprocess.run([linter], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "0 broken" in result.stdout
+
+
+def test_imports_inside_functions_are_only_where_they_keep_startup_fast() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Import | ast.ImportFrom) and rel not in LAZY_IMPORTS_ALLOWED:
+                        found.append(f"{rel}:{inner.lineno}")
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("vaultmem.commits", "vaultmem.git.commits"),
+        ("vaultmem.secrets", "vaultmem.core.detectors"),
+        ("vaultmem.replay", "vaultmem.testing.replay"),
+        ("vaultmem.policy", "vaultmem.repo.policy"),
+    ],
+)
+def test_the_old_module_names_import_as_the_modules_at_their_new_homes(old: str, new: str) -> None:
+    assert importlib.import_module(old) is importlib.import_module(new)
+    assert importlib.import_module(new).__spec__.name == new
+
+
+def test_no_module_is_named_after_the_standard_library() -> None:
+    stdlib = sys.stdlib_module_names
+    clashes = [p.stem for p in PACKAGE.rglob("*.py") if p.stem in stdlib and p.stem != "__init__"]
+    assert clashes == []
