@@ -56,3 +56,8 @@ class BusyError(VaultError):
 
 class StorageError(VaultError):
     """The disk refused a write (full, read-only, not permitted); nothing was changed."""
+
+
+class CommandError(VaultError):
+    """A memory command refused; the message is exactly what the model sees
+    (SPEC.md).  The SDK's tool classes raise it as the SDK's ``ToolError``."""

@@ -1,0 +1,398 @@
+"""``memory_20250818``'s six commands on top of a vault: every exact string
+Claude sees (SPEC.md).  Knows nothing about git or the Anthropic SDK: it
+reads snapshots, hands the vault a :class:`~vaultmem.repo.store.Change` to
+commit, and refuses with :class:`~vaultmem.errors.CommandError`, whose
+message is the tool result.  The SDK's tool classes
+(:mod:`vaultmem.anthropic.tool`) and any other client run them through
+:meth:`MemoryCommands.run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from vaultmem.core import paths, text
+from vaultmem.core.paths import MemoryPath
+from vaultmem.errors import CommandError, InvalidPathError, VaultError
+from vaultmem.git.snapshot import Listed, Snapshot
+from vaultmem.ops.guard import Guard
+from vaultmem.repo.policy import Policy
+from vaultmem.repo.store import Change, Store
+
+if TYPE_CHECKING:
+    from vaultmem.core.detectors import Detector
+
+DEFAULT_VIEW_CAP = 16_000
+
+_STR = "string"
+_INT = "integer"
+_RANGE = "view_range"
+# command -> {parameter: (type, required)}
+_SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
+    "view": {"path": (_STR, True), "view_range": (_RANGE, False)},
+    "create": {"path": (_STR, True), "file_text": (_STR, True)},
+    "str_replace": {"path": (_STR, True), "old_str": (_STR, True), "new_str": (_STR, True)},
+    "insert": {"path": (_STR, True), "insert_line": (_INT, True), "insert_text": (_STR, True)},
+    "delete": {"path": (_STR, True)},
+    "rename": {"old_path": (_STR, True), "new_path": (_STR, True)},
+}
+
+
+def _fail(message: str) -> CommandError:
+    return CommandError(message)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type_name(value: object) -> str:
+    names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def parse_input(raw: object) -> dict[str, Any]:
+    """Check a tool input against the command's parameters; a clear error for
+    an unknown command, a missing, mistyped or unexpected parameter."""
+    if hasattr(raw, "model_dump"):
+        raw = raw.model_dump(exclude_none=True)
+    if not isinstance(raw, Mapping):
+        raise _fail("Error: the memory tool input must be a JSON object with a `command` field.")
+    command = raw.get("command")
+    if not isinstance(command, str) or command not in _SCHEMA:
+        shown = f"`{command}`" if isinstance(command, str) else "missing" if command is None else _type_name(command)
+        raise _fail(f"Error: Unknown command {shown}. Use one of: {', '.join(_SCHEMA)}.")
+    schema = _SCHEMA[command]
+    for name in raw:
+        if name != "command" and name not in schema:
+            raise _fail(
+                f"Error: Unexpected parameter `{name}` for command `{command}`. "
+                f"It takes: {', '.join(f'`{p}`' for p in schema)}."
+            )
+    params: dict[str, Any] = {"command": command}
+    for name, (kind, required) in schema.items():
+        value = raw.get(name)
+        if value is None:
+            if required:
+                raise _fail(f"Error: Missing required parameter `{name}` for command `{command}`.")
+            continue
+        if kind == _STR and not isinstance(value, str):
+            raise _fail(f"Error: Parameter `{name}` must be a string, got {_type_name(value)}.")
+        if kind == _INT and not _is_int(value):
+            raise _fail(f"Error: Parameter `{name}` must be an integer, got {_type_name(value)}.")
+        if kind == _RANGE and not (
+            isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_int(v) for v in value)
+        ):
+            raise _fail(
+                "Error: Parameter `view_range` must be a list of two integers [start, end] "
+                "(end may be -1 for the end of the file)."
+            )
+        params[name] = value
+    return params
+
+
+class MemoryCommands:
+    """The six commands, run against one vault.  Shared by the sync and async tools."""
+
+    def __init__(
+        self,
+        vault: Store,
+        *,
+        actor: str,
+        session: str | None,
+        max_file_bytes: int | None = None,
+        view_cap: int = DEFAULT_VIEW_CAP,
+        policy: Policy | Mapping[str, Any] | None = None,
+        detectors: Iterable[Detector] = (),
+    ) -> None:
+        if max_file_bytes is not None and (not _is_int(max_file_bytes) or max_file_bytes < 1):
+            raise VaultError("Error: max_file_bytes must be a positive integer.")
+        if not _is_int(view_cap) or view_cap < 100:
+            raise VaultError("Error: view_cap must be an integer of at least 100 characters.")
+        self.vault = vault
+        self.actor = actor
+        self.session = session
+        self.guard = Guard(vault, policy, detectors, max_file_bytes)
+        self.view_cap = view_cap
+        self._handlers: dict[str, Callable[[dict[str, Any]], str]] = {
+            "view": self.view,
+            "create": self.create,
+            "str_replace": self.str_replace,
+            "insert": self.insert,
+            "delete": self.delete,
+            "rename": self.rename,
+        }
+
+    @property
+    def max_file_bytes(self) -> int:
+        """The per-file limit in force (the application's, else the vault policy's)."""
+        return self.guard.policy().max_file_bytes
+
+    def run(self, raw: object) -> str:
+        params = parse_input(raw)
+        self.guard.maybe_expire(self.session)
+        try:
+            return self._handlers[params["command"]](params)
+        except CommandError:
+            raise
+        except VaultError as err:
+            raise _fail(str(err)) from err
+        except OSError as err:
+            raise _fail(
+                "Error: the memory store could not complete the command because of a storage error on the "
+                "host; nothing was changed. Try again later or ask the operator to check the vault."
+            ) from err
+
+    # -- helpers -----------------------------------------------------------
+
+    @staticmethod
+    def _path(params: dict[str, Any], name: str = "path") -> MemoryPath:
+        try:
+            return paths.parse(params[name])
+        except InvalidPathError as err:
+            raise _fail(f"Error: Invalid `{name}`: {err.rule}. Use a path such as /memories/notes.txt.") from err
+
+    @staticmethod
+    def _kind(snap: Snapshot, path: MemoryPath) -> str | None:
+        kind = snap.kind(path)
+        if kind == "file" and path.dir_hint:
+            return None  # "x/" names a directory; there is none
+        return kind
+
+    def _encode(self, shown: str, content: str, limit: int) -> bytes:
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise _fail(
+                "Error: the text is not valid Unicode (it contains a lone surrogate); nothing was written."
+            ) from err
+        if len(data) > limit:
+            raise _fail(
+                f"Error: File {shown} would be {len(data):,} bytes; the limit is {limit:,} bytes per "
+                "file. Nothing was written. Keep the file shorter or split it into several files."
+            )
+        if text.count_lines(content) > text.MAX_LINES:
+            raise _fail(
+                f"Error: File {shown} would exceed the maximum line limit of 999,999 lines. Nothing was written; "
+                "split it into several files."
+            )
+        return data
+
+    def _commit(self, build: Callable[[Snapshot], Change]) -> None:
+        self.vault.mutate(build, actor=self.actor, session=self.session)
+
+    # -- commands ----------------------------------------------------------
+
+    def view(self, params: dict[str, Any]) -> str:
+        shown: str = params["path"]
+        path = self._path(params)
+        snap = self.vault.snapshot()
+        kind = self._kind(snap, path)
+        if kind is None:
+            raise _fail(f"The path {shown} does not exist. Please provide a valid path.")
+        if kind == "dir":
+            if "view_range" in params:
+                raise _fail(
+                    f"Error: `view_range` only applies to files and {shown} is a directory; "
+                    "view it without `view_range`."
+                )
+            return self._view_dir(snap, path, shown)
+        result = self._view_file(snap, path, shown, params.get("view_range"))
+        self.vault.reads.note([path.text], self.vault.clock())
+        return result
+
+    def _view_dir(self, snap: Snapshot, path: MemoryPath, shown: str) -> str:
+        base = shown[:-1] if shown.endswith("/") and len(shown) > 1 else shown
+        out = [
+            f"Here're the files and directories up to 2 levels deep in {shown}, "
+            "excluding hidden items and node_modules:",
+            f"{text.format_size(snap.size(path))}\t{shown}",
+        ]
+        used = len(out[1])
+        entries = snap.listing(path)
+
+        def shown_path(entry: Listed) -> str:
+            return f"{base}/" + "/".join(entry.path.parts[len(path.parts) :])
+
+        for index, entry in enumerate(entries):
+            line = f"{text.format_size(entry.size)}\t{shown_path(entry)}" + ("/" if entry.kind == "dir" else "")
+            if used + len(line) + 1 > self.view_cap:
+                # Suggest the first folder not shown yet, else the first one shown.
+                folders = [e for e in entries[index:] + entries[:index] if e.kind == "dir"]
+                hint = shown_path(folders[0]) if folders else shown
+                out.append(
+                    f"[Listing cut at {self.view_cap:,} characters after {index} of {len(entries)} entries; "
+                    f"view a subdirectory such as {hint} to see the rest.]"
+                )
+                break
+            out.append(line)
+            used += len(line) + 1
+        return "\n".join(out)
+
+    def _view_file(self, snap: Snapshot, path: MemoryPath, shown: str, view_range: list[int] | None) -> str:
+        content = snap.read_text(path)
+        lines = text.split_lines(content)
+        total = len(lines)
+        if total > text.MAX_LINES:
+            raise _fail(f"File {shown} exceeds maximum line limit of 999,999 lines.")
+        header = f"Here's the content of {shown} with line numbers:"
+        start, end = 1, -1
+        if view_range is not None:
+            start, end = int(view_range[0]), int(view_range[1])
+            if total == 0:
+                raise _fail(
+                    f"Error: Invalid `view_range` parameter: [{start}, {end}]. The file {shown} is empty (0 lines); "
+                    "view it without `view_range`."
+                )
+            if not (1 <= start <= total) or not (end == -1 or start <= end <= total):
+                raise _fail(
+                    f"Error: Invalid `view_range` parameter: [{start}, {end}]. It should be within the range of lines "
+                    f"of the file: [1, {total}]; `end` may be -1 to read to the end of the file."
+                )
+        last = total if end == -1 else end
+        selected = lines[start - 1 : last]
+        if not selected:
+            return header
+        rendered, covered = text.capped_lines(selected, start, self.view_cap)
+        body = header + "\n" + "\n".join(rendered)
+        if covered < len(selected):
+            shown_last = start + covered - 1
+            body += (
+                f"\n[Output cut at {self.view_cap:,} characters: showing lines {start}-{shown_last} of {total}. "
+                f"To read on, view {shown} with view_range [{shown_last + 1}, {end}].]"
+            )
+        return body
+
+    def create(self, params: dict[str, Any]) -> str:
+        shown: str = params["path"]
+        path = self._path(params)
+        if path.is_root:
+            raise _fail(
+                "Error: Cannot create /memories itself; it is the memory directory. Give a file path inside it."
+            )
+        if path.dir_hint:
+            raise _fail(f"Error: {shown} ends with '/', which names a directory; give a file path without it.")
+        policy = self.guard.policy()
+        self.guard.check_path(policy, path)
+        stored, redacted = self.guard.filter_text(policy, params["file_text"])
+        data = self._encode(shown, stored, policy.max_file_bytes)
+
+        def build(snap: Snapshot) -> Change:
+            if snap.kind(path) is not None:
+                raise _fail(f"Error: File {shown} already exists")
+            blocker = snap.file_above(path)
+            if blocker is not None:
+                raise _fail(f"Error: Cannot create {shown}: {blocker} is a file, not a directory.")
+            self.guard.check_quota(policy, snap, 0, len(data), new_file=True)
+            return Change("create", (path,)).write(path, data)
+
+        self._commit(build)
+        return f"File created successfully at: {shown}" + self.guard.redaction_note(redacted)
+
+    def str_replace(self, params: dict[str, Any]) -> str:
+        shown: str = params["path"]
+        path = self._path(params)
+        old: str = params["old_str"]
+        if old == "":
+            raise _fail("Error: `old_str` is empty. Give the exact text to replace; it must appear once in the file.")
+        policy = self.guard.policy()
+        new, redacted = self.guard.filter_text(policy, params["new_str"])
+        snippet: list[str] = []
+
+        def build(snap: Snapshot) -> Change:
+            if self._kind(snap, path) != "file":
+                raise _fail(f"Error: The path {shown} does not exist. Please provide a valid path.")
+            content = snap.read_text(path)
+            where = text.match_lines(content, old)
+            if not where:
+                raise _fail(f"No replacement was performed, old_str `{old}` did not appear verbatim in {shown}.")
+            if len(where) > 1:
+                raise _fail(
+                    f"No replacement was performed. Multiple occurrences of old_str `{old}` in lines: "
+                    f"{', '.join(map(str, where))}. Please ensure it is unique"
+                )
+            pos = content.find(old)
+            updated = content[:pos] + new + content[pos + len(old) :]
+            data = self._encode(shown, updated, policy.max_file_bytes)
+            self.guard.check_quota(policy, snap, snap.size(path), len(data), new_file=False)
+            first = where[0]
+            last = first + new.count("\n") - (1 if new.endswith("\n") and new else 0)
+            lines = text.split_lines(updated)
+            lo, hi = max(1, first - 2), min(len(lines), max(first, last) + 2)
+            snippet[:] = text.capped_lines(lines[lo - 1 : hi], lo, self.view_cap)[0] if lo <= hi else []
+            return Change("str_replace", (path,)).write(path, data)
+
+        self._commit(build)
+        result = "The memory file has been edited."
+        if snippet:
+            result += " Here is the snippet showing the change (with line numbers):\n" + "\n".join(snippet)
+        return result + self.guard.redaction_note(redacted)
+
+    def insert(self, params: dict[str, Any]) -> str:
+        shown: str = params["path"]
+        path = self._path(params)
+        line: int = params["insert_line"]
+        policy = self.guard.policy()
+        addition, redacted = self.guard.filter_text(policy, params["insert_text"])
+
+        def build(snap: Snapshot) -> Change:
+            if self._kind(snap, path) != "file":
+                raise _fail(f"Error: The path {shown} does not exist")
+            content = snap.read_text(path)
+            total = text.count_lines(content)
+            if not 0 <= line <= total:
+                raise _fail(
+                    f"Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines "
+                    f"of the file: [0, {total}]"
+                )
+            data = self._encode(shown, text.insert_text(content, line, addition), policy.max_file_bytes)
+            self.guard.check_quota(policy, snap, snap.size(path), len(data), new_file=False)
+            return Change("insert", (path,)).write(path, data)
+
+        self._commit(build)
+        return f"The file {shown} has been edited." + self.guard.redaction_note(redacted)
+
+    def delete(self, params: dict[str, Any]) -> str:
+        shown: str = params["path"]
+        path = self._path(params)
+        if path.is_root:
+            raise _fail("Error: Cannot delete /memories itself. Delete the files and folders inside it instead.")
+        self.guard.policy()  # a damaged policy refuses every write
+
+        def build(snap: Snapshot) -> Change:
+            if self._kind(snap, path) is None:
+                raise _fail(f"Error: The path {shown} does not exist")
+            return Change("delete", (path,)).delete(path)
+
+        self._commit(build)
+        return f"Successfully deleted {shown}"
+
+    def rename(self, params: dict[str, Any]) -> str:
+        old_shown: str = params["old_path"]
+        new_shown: str = params["new_path"]
+        old = self._path(params, "old_path")
+        new = self._path(params, "new_path")
+
+        def build(snap: Snapshot) -> Change:
+            kind = self._kind(snap, old)
+            if kind is None:
+                raise _fail(f"Error: The path {old_shown} does not exist")
+            if snap.kind(new) is not None:
+                raise _fail(f"Error: The destination {new_shown} already exists")
+            self.guard.check_path(self.guard.policy(), new)
+            if old.is_root:
+                raise _fail("Error: Cannot rename /memories itself. Rename the files and folders inside it instead.")
+            if new.is_within(old):
+                raise _fail(f"Error: Cannot move {old_shown} into itself ({new_shown} is inside it).")
+            if kind == "file" and new.dir_hint:
+                raise _fail(
+                    f"Error: {new_shown} ends with '/', which names a directory; give the new file path without it."
+                )
+            blocker = snap.file_above(new)
+            if blocker is not None:
+                raise _fail(f"Error: Cannot rename to {new_shown}: {blocker} is a file, not a directory.")
+            return Change("rename", (old, new)).move(old, new)
+
+        self._commit(build)
+        return f"Successfully renamed {old_shown} to {new_shown}"
