@@ -27,9 +27,12 @@ Nothing here does I/O; it only builds dictionaries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
+from vaultmem.core.values import is_int
 from vaultmem.errors import VaultError
 
 MEMORY_BETA = "context-management-2025-06-27"
@@ -86,7 +89,7 @@ def context_management(
         ("keep_tool_uses", keep_tool_uses),
         ("clear_at_least_tokens", clear_at_least_tokens),
     ):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        if value is not None and (not is_int(value) or value < 0):
             raise VaultError(f"Error: {name} must be a whole number of at least 0, not {value!r}.")
     if trigger_tokens is not None:
         edit["trigger"] = {"type": "input_tokens", "value": trigger_tokens}
@@ -159,7 +162,7 @@ def memory_request(
         raise VaultError("Error: tools= already holds a memory tool; a request may declare only one.")
     if isinstance(messages, (str, bytes)) or not messages:
         raise VaultError("Error: messages must be a non-empty list of message dicts.")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+    if not is_int(max_tokens) or max_tokens < 1:
         raise VaultError(f"Error: max_tokens must be a whole number of at least 1, not {max_tokens!r}.")
     all_betas = [MEMORY_BETA]
     for beta in betas:
@@ -213,3 +216,40 @@ def tool_results(response: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     if response is None or not isinstance(response.get("content"), list):
         return []
     return [b for b in response["content"] if isinstance(b, Mapping) and b.get("type") == "tool_result"]
+
+
+def converse(
+    client: Any,
+    request: Mapping[str, Any],
+    conversation: list[Any],
+    *,
+    on_text: Callable[[str], None],
+    on_call: Callable[[Mapping[str, Any]], None],
+    on_result: Callable[[Mapping[str, Any]], None],
+    waiting: Callable[[str], AbstractContextManager[object]] | None = None,
+) -> None:
+    """One user turn through the SDK's tool runner (``client.beta.messages``):
+    each message Claude sends and each batch of tool results sent back is
+    appended to ``conversation`` and reported: Claude's text to ``on_text``,
+    each memory call to ``on_call``, each ``tool_result`` to ``on_result``.
+    ``waiting(what)`` wraps the waits (a spinner)."""
+    wait = waiting if waiting is not None else (lambda what: contextlib.nullcontext())
+    runner = client.beta.messages.tool_runner(**request)
+    while True:
+        with wait("waiting for Claude"):
+            message = next(runner, None)
+        if message is None:
+            return
+        conversation.append(message.to_param())
+        for block in message.content:
+            if block.type == "text":
+                on_text(block.text)
+            elif block.type == "tool_use" and block.name == "memory":
+                on_call(dict(block.input))
+        with wait("running memory commands"):
+            response = runner.generate_tool_call_response()
+        if response is None:
+            continue
+        conversation.append(response)
+        for result in tool_results(response):
+            on_result(result)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from vaultmem.anthropic.agent import DEFAULT_MODEL
 from vaultmem.cli.progress import ProgressBar
+from vaultmem.cli.progress import is_terminal as _is_terminal  # tests replace it here
 from vaultmem.cli.render import NO_VERSION, change_data, log_lines, print_json, short, version_data, when, write_text
 from vaultmem.errors import NotFoundError, VaultError
 from vaultmem.repo.policy import Policy
@@ -314,13 +315,6 @@ def _ask_passphrase(vault: str, twice: bool) -> str:
     except EOFError as err:
         raise UsageError("no passphrase given.") from err
     return first
-
-
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 # -- reading ---------------------------------------------------------------------

@@ -11,10 +11,10 @@ honoured, as the SDK does); without a key the command explains how to get one.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from vaultmem.anthropic.agent import describe_call, memory_request, result_text, tool_results
+from vaultmem.anthropic.agent import converse, describe_call, memory_request, result_text
 from vaultmem.cli.progress import Spinner
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -105,25 +105,20 @@ def run(
 
 
 def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: TextIO, err: TextIO) -> None:
-    runner = client.beta.messages.tool_runner(**request)
-    while True:
-        with Spinner("waiting for Claude", stream=err):
-            message = next(runner, None)
-        if message is None:
-            return
-        conversation.append(message.to_param())
-        for block in message.content:
-            if block.type == "text":
-                out.write(f"claude> {block.text}\n")
-            elif block.type == "tool_use" and block.name == "memory":
-                out.write(f"  [memory] {describe_call(dict(block.input))}\n")
+    def show(line: str) -> None:
+        out.write(line + "\n")
         out.flush()
-        with Spinner("running memory commands", stream=err):
-            response = runner.generate_tool_call_response()
-        if response is None:
-            continue
-        conversation.append(response)
-        for result in tool_results(response):
-            marker = "  [error] " if result.get("is_error") else "  [done] "
-            out.write(marker + _first_line(result_text(result)) + "\n")
-        out.flush()
+
+    def result(block: Mapping[str, Any]) -> None:
+        marker = "  [error] " if block.get("is_error") else "  [done] "
+        show(marker + _first_line(result_text(block)))
+
+    converse(
+        client,
+        request,
+        conversation,
+        on_text=lambda text: show(f"claude> {text}"),
+        on_call=lambda params: show(f"  [memory] {describe_call(params)}"),
+        on_result=result,
+        waiting=lambda what: Spinner(what, stream=err),
+    )

@@ -15,11 +15,11 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from vaultmem.anthropic.agent import DEFAULT_MODEL, describe_call, memory_request, result_text, tool_results
+from vaultmem.anthropic.agent import DEFAULT_MODEL, converse, describe_call, memory_request, result_text
 from vaultmem.cli.render import log_lines
 from vaultmem.errors import AlreadyExistsError
 from vaultmem.testing.replay import Conversation, ReplayServer, Reply, reply, text, tool_use
@@ -146,21 +146,19 @@ def _converse(client: Any, memory: Any, model: str, p: _Printer) -> None:
         p.line(f"user:   {user_text}")
         conversation.append({"role": "user", "content": user_text})
         request = memory_request(memory, model=model, max_tokens=1024, topic="customer support", messages=conversation)
-        runner = client.beta.messages.tool_runner(**request)
-        for message in runner:
-            conversation.append(message.to_param())
-            for block in message.content:
-                if block.type == "text":
-                    p.line(f"claude: {block.text}")
-                elif block.type == "tool_use":
-                    p.line(f"  -> memory {describe_call(dict(block.input))}")
-            response = runner.generate_tool_call_response()
-            if response is None:
-                continue
-            conversation.append(response)
-            for result in tool_results(response):
-                p.line("  <- error (is_error: true):" if result.get("is_error") else "  <-")
-                p.indented(result_text(result), limit=SHOWN_LINES)
+
+        def result(block: Mapping[str, Any]) -> None:
+            p.line("  <- error (is_error: true):" if block.get("is_error") else "  <-")
+            p.indented(result_text(block), limit=SHOWN_LINES)
+
+        converse(
+            client,
+            request,
+            conversation,
+            on_text=lambda text: p.line(f"claude: {text}"),
+            on_call=lambda params: p.line(f"  -> memory {describe_call(params)}"),
+            on_result=result,
+        )
 
 
 def _seed(vault: Any) -> str:

@@ -37,7 +37,7 @@ class ProgressBar:
     def __init__(self, label: str, stream: TextIO | None = None) -> None:
         self.label = label
         self.stream = sys.stderr if stream is None else stream
-        self.enabled = _is_terminal(self.stream)
+        self.enabled = is_terminal(self.stream)
         self.drawn = False
         self._last = ""
 
@@ -83,7 +83,7 @@ class Spinner:
         self.label = label
         self.stream = sys.stderr if stream is None else stream
         self.interval = interval
-        self.enabled = _is_terminal(self.stream)
+        self.enabled = is_terminal(self.stream)
         self.frames = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,7 +113,8 @@ class Spinner:
             self._thread = None
 
 
-def _is_terminal(stream: TextIO) -> bool:
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (False for a closed or unusual stream)."""
     try:
         return stream.isatty()
     except (AttributeError, ValueError):  # a closed or unusual stream

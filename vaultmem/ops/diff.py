@@ -25,7 +25,7 @@ class FileChange:
 def changes(a: Snapshot, b: Snapshot, path: MemoryPath) -> list[FileChange]:
     """Files at or below ``path`` that differ from ``a`` to ``b``, in path order."""
     found: list[tuple[MemoryPath, bytes | None, bytes | None]] = []
-    _compare(a, b, path, _entry(a, path), _entry(b, path), found)
+    _compare(a, b, path, a.entry(path), b.entry(path), found)
     out: list[FileChange] = []
     for file_path, old_id, new_id in sorted(found, key=lambda item: item[0].parts):
         old = a.keyring.open(file_path.text, a.read_raw(old_id)).decode("utf-8") if old_id else None
@@ -35,14 +35,6 @@ def changes(a: Snapshot, b: Snapshot, path: MemoryPath) -> list[FileChange]:
         status: Status = "added" if old is None else "deleted" if new is None else "modified"
         out.append(FileChange(file_path.text, status, old, new))
     return out
-
-
-def _root(snap: Snapshot) -> tuple[int, bytes] | None:
-    return (objects.MODE_TREE, snap.memories_id) if snap.memories_id is not None else None
-
-
-def _entry(snap: Snapshot, path: MemoryPath) -> tuple[int, bytes] | None:
-    return _root(snap) if path.is_root else snap.entry(path)
 
 
 def _compare(

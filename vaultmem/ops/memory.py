@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from vaultmem.core import paths, text
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.values import is_int
 from vaultmem.errors import CommandError, InvalidPathError, VaultError
 from vaultmem.git.snapshot import Listed, Snapshot
 from vaultmem.ops.guard import Guard
@@ -41,10 +42,6 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
 
 def _fail(message: str) -> CommandError:
     return CommandError(message)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _type_name(value: object) -> str:
@@ -79,10 +76,10 @@ def parse_input(raw: object) -> dict[str, Any]:
             continue
         if kind == _STR and not isinstance(value, str):
             raise _fail(f"Error: Parameter `{name}` must be a string, got {_type_name(value)}.")
-        if kind == _INT and not _is_int(value):
+        if kind == _INT and not is_int(value):
             raise _fail(f"Error: Parameter `{name}` must be an integer, got {_type_name(value)}.")
         if kind == _RANGE and not (
-            isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_int(v) for v in value)
+            isinstance(value, (list, tuple)) and len(value) == 2 and all(is_int(v) for v in value)
         ):
             raise _fail(
                 "Error: Parameter `view_range` must be a list of two integers [start, end] "
@@ -106,9 +103,9 @@ class MemoryCommands:
         policy: Policy | Mapping[str, Any] | None = None,
         detectors: Iterable[Detector] = (),
     ) -> None:
-        if max_file_bytes is not None and (not _is_int(max_file_bytes) or max_file_bytes < 1):
+        if max_file_bytes is not None and (not is_int(max_file_bytes) or max_file_bytes < 1):
             raise VaultError("Error: max_file_bytes must be a positive integer.")
-        if not _is_int(view_cap) or view_cap < 100:
+        if not is_int(view_cap) or view_cap < 100:
             raise VaultError("Error: view_cap must be an integer of at least 100 characters.")
         self.vault = vault
         self.actor = actor

@@ -37,6 +37,7 @@ import pygit2
 
 from vaultmem.core.crypto import Keyring
 from vaultmem.core.detectors import detectors
+from vaultmem.core.values import is_int
 from vaultmem.errors import IntegrityError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, ident, read_ref
@@ -59,7 +60,7 @@ def parse_duration(value: object) -> int:
         if seconds < 1:
             raise VaultError("Error: a duration must be at least one second.")
         return int(seconds)
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_int(value):
         if value < 1:
             raise VaultError("Error: a duration must be at least one second.")
         return value
@@ -81,7 +82,7 @@ def format_duration(seconds: int) -> str:
 def _limit(name: str, value: object, optional: bool) -> None:
     if value is None and optional:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not is_int(value) or value < 1:
         raise VaultError(f"Error: {name} must be a whole number of at least 1{' or null' if optional else ''}.")
 
 

@@ -23,6 +23,7 @@ import pygit2
 from vaultmem.core import paths
 from vaultmem.core.crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.values import is_int
 from vaultmem.errors import (
     BadKeyError,
     ConflictError,
@@ -488,7 +489,7 @@ class Store:
         """Every file and folder below ``path`` (hidden ones included), sorted
         by path, with plaintext sizes; ``depth=1`` lists direct children only."""
         target = paths.parse(path)
-        if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
+        if depth is not None and (not is_int(depth) or depth < 1):
             raise VaultError("Error: depth must be a positive integer.")
         snap = self.snapshot(at)
         kind = snap.kind(target)
@@ -513,7 +514,7 @@ class Store:
     ) -> list[Version]:
         """Versions newest first, filtered (all filters must hold).  With
         ``path``, the versions that changed it, followed back across renames."""
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        if limit is not None and (not is_int(limit) or limit < 0):
             raise VaultError("Error: limit must be a non-negative integer.")
         for name, value in (("actor", actor), ("session", session), ("command", command)):
             if value is not None and not isinstance(value, str):
@@ -550,7 +551,7 @@ class Store:
     def undo(self, n: int = 1, *, actor: str = "vaultmem", session: str | None = None) -> Version | None:
         """Make the memory as it was ``n`` versions ago, as a new commit (history
         is never rewritten; undoing an undo brings the change back)."""
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        if not is_int(n) or n < 1:
             raise VaultError("Error: undo takes a number of versions of at least 1.")
         target = self._head()
         for steps in range(n):  # only n steps back (the parents the commits record), however long the history
@@ -570,7 +571,7 @@ class Store:
 
         def build(snap: Snapshot) -> Change:
             change = Change(command, (target,), trailers=[(RESTORED_FROM, origin)])
-            change.restores.append((target, source.entry(target) if not target.is_root else _root_entry(source)))
+            change.restores.append((target, source.entry(target)))  # the root too: /memories itself
             return change
 
         return self.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
@@ -785,10 +786,6 @@ def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes
 def _looks_like_time(text: str) -> bool:
     """``2026-11-01``, ``2026-11-01 09:00``, ...: a date, never a revision."""
     return bool(_TIME_LIKE.match(text.strip()))
-
-
-def _root_entry(snap: Snapshot) -> tuple[int, bytes] | None:
-    return (objects.MODE_TREE, snap.memories_id) if snap.memories_id is not None else None
 
 
 def _written(change: Change) -> list[str]:
