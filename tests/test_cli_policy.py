@@ -22,7 +22,8 @@ from conftest import FakeClock, commit_count, git
 
 from vaultmem import Vault, VaultMemoryTool, generate_key
 from vaultmem.cli.app import main
-from vaultmem.repo.policy import POLICY_REF, Policy
+from vaultmem.core.policy import Policy
+from vaultmem.repo.policy import POLICY_REF
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc).timestamp()
 STAMP = "2025-01-06T09:00:00Z"

@@ -15,7 +15,7 @@ from conftest import FakeClock, commit_count, git
 
 from vaultmem import InvalidPathError, NotFoundError, Vault, VaultError, VaultMemoryTool
 from vaultmem.core.paths import MemoryPath
-from vaultmem.repo.history import format_message, parse_trailers
+from vaultmem.core.versions import format_message, parse_trailers
 
 UTC = timezone.utc
 

@@ -25,7 +25,8 @@ from anthropic.lib.tools import ToolError
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import IntegrityError, LimitError, Vault, VaultError, VaultMemoryTool
-from vaultmem.repo.policy import POLICY_REF, Policy, format_duration, parse_duration
+from vaultmem.core.policy import Policy, format_duration, parse_duration
+from vaultmem.repo.policy import POLICY_REF
 
 BLOB = pygit2.enums.FileMode.BLOB
 

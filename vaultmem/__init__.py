@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from vaultmem import _moved
 from vaultmem.anthropic.agent import MEMORY_BETA, context_management, memory_request, memory_system_prompt
 from vaultmem.core.crypto import generate_key
+from vaultmem.core.policy import Policy
+from vaultmem.core.versions import Version
 from vaultmem.errors import (
     AlreadyExistsError,
     BadKeyError,
@@ -25,9 +27,8 @@ from vaultmem.errors import (
 from vaultmem.ops.diff import FileChange
 from vaultmem.ops.expiry import ExpireResult, StaleFile
 from vaultmem.ops.transfer import ExportResult, ImportResult
-from vaultmem.repo.history import Version
 from vaultmem.repo.keys import KeyInfo
-from vaultmem.repo.policy import Policy, PolicyVersion
+from vaultmem.repo.policy import PolicyVersion
 from vaultmem.repo.verify import Finding, VerifyReport
 from vaultmem.vault import Change, Entry, Vault
 

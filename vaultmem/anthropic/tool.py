@@ -22,9 +22,9 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
+from vaultmem.core.policy import Policy
 from vaultmem.errors import CommandError
 from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands
-from vaultmem.repo.policy import Policy
 from vaultmem.vault import Vault
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from vaultmem.anthropic.agent import DEFAULT_MODEL
 from vaultmem.cli.progress import ProgressBar
 from vaultmem.cli.progress import is_terminal as _is_terminal  # tests replace it here
 from vaultmem.cli.render import NO_VERSION, change_data, log_lines, print_json, short, version_data, when, write_text
+from vaultmem.core.policy import Policy
 from vaultmem.errors import NotFoundError, VaultError
-from vaultmem.repo.policy import Policy
 
 if TYPE_CHECKING:
     from vaultmem.vault import Vault
@@ -553,7 +553,7 @@ def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def _policy_shown(name: str, value: Any) -> str:
-    from vaultmem.repo.policy import format_duration, show_value
+    from vaultmem.core.policy import format_duration, show_value
 
     return format_duration(value) if name == "expire_after" and value is not None else show_value(value)
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from vaultmem.core.versions import Version
 from vaultmem.ops.diff import FileChange
-from vaultmem.repo.history import Version
 
 SHORT = 10  # hex digits of a version id shown to people; any unambiguous prefix is accepted back
 NO_VERSION = "0" * 40  # what an undo back past the first version was restored from: the empty memory

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.policy import parse_duration
 from vaultmem.git.snapshot import Snapshot
-from vaultmem.repo.policy import parse_duration
 from vaultmem.repo.store import Change, Store
 
 if TYPE_CHECKING:
-    from vaultmem.repo.history import Version
+    from vaultmem.core.versions import Version
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from vaultmem.core import detectors as secrets
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.policy import Policy
 from vaultmem.errors import LimitError, VaultError
 from vaultmem.ops import expiry
-from vaultmem.repo.policy import Policy
 
 if TYPE_CHECKING:
     from vaultmem.core.detectors import Detector, Match

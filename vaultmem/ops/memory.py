@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from vaultmem.core import paths, text
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.policy import Policy
 from vaultmem.core.values import is_int
 from vaultmem.errors import CommandError, InvalidPathError, VaultError
 from vaultmem.git.snapshot import Listed, Snapshot
 from vaultmem.ops.guard import Guard
-from vaultmem.repo.policy import Policy
 from vaultmem.repo.store import Change, Store
 
 if TYPE_CHECKING:

@@ -36,16 +36,16 @@ from typing import TYPE_CHECKING
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.policy import DEFAULT_MAX_FILE_BYTES
 from vaultmem.errors import AlreadyExistsError, ConflictError, IntegrityError, InvalidPathError, LimitError, VaultError
 from vaultmem.git import durable, objects
 from vaultmem.ops.guard import Guard
-from vaultmem.repo.policy import DEFAULT_MAX_FILE_BYTES
 from vaultmem.repo.store import Change, Store
 
 if TYPE_CHECKING:
+    from vaultmem.core.policy import Policy
+    from vaultmem.core.versions import Version
     from vaultmem.git.snapshot import Snapshot
-    from vaultmem.repo.history import Version
-    from vaultmem.repo.policy import Policy
 
 MEMORIES = "memories"
 FILES_TRAILER = "Vaultmem-Files"

@@ -18,25 +18,18 @@ import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import cached_property
 from typing import Protocol
 
 import pygit2
 
 from vaultmem.core.paths import MemoryPath, parse
+from vaultmem.core.versions import (
+    Filters,
+    Person,
+    Version,
+)
 from vaultmem.errors import IntegrityError, VaultError
-
-SEAL_HEADER = b"vaultmem-seal"  # a commit header, like git's own gpgsig
-RESTORED_FROM = "Vaultmem-Restored-From"
-COMMANDS = ("create", "str_replace", "insert", "delete", "rename", "restore", "undo", "rekey", "import", "expire")
-
-
-class Person(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def time(self) -> int: ...
 
 
 class CommitLike(Protocol):
@@ -51,85 +44,6 @@ class CommitLike(Protocol):
     def message(self) -> str: ...
     @property
     def author(self) -> Person: ...
-
-
-@dataclass(frozen=True)
-class Version:
-    """One commit of the memory history."""
-
-    id: str
-    time: datetime
-    actor: str
-    session: str | None
-    command: str
-    paths: tuple[str, ...]
-    message: str
-    restored_from: str | None = None
-
-    @classmethod
-    def from_commit(cls, commit: CommitLike) -> Version:
-        trailers = parse_trailers(commit.message)
-        return cls(
-            id=str(commit.id),
-            time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
-            actor=trailers.get("Vaultmem-Actor", [commit.author.name])[0],
-            session=trailers.get("Vaultmem-Session", [None])[0],
-            command=trailers.get("Vaultmem-Command", [""])[0],
-            paths=tuple(trailers.get("Vaultmem-Path", [])),
-            message=commit.message,
-            restored_from=trailers.get(RESTORED_FROM, [None])[0],
-        )
-
-
-def parse_trailers(message: str) -> dict[str, list[str]]:
-    r"""The ``Key: value`` lines of a message's last paragraph.
-
-    Lines end at ``\n`` only, as git's do: ``str.splitlines`` would also end
-    one at U+2028, U+0085, ``\x1c`` and the like, and read a value holding
-    one as two trailers."""
-    out: dict[str, list[str]] = {}
-    last = message.strip("\n").split("\n\n")[-1]
-    for line in last.split("\n"):
-        key, sep, value = line.partition(": ")
-        if sep and key and " " not in key:
-            out.setdefault(key, []).append(value)
-    return out
-
-
-def subject_paths(command: str, paths: list[str]) -> str:
-    """``old -> new`` for a rename; a few paths, or how many, otherwise."""
-    if command == "rename":
-        return " -> ".join(paths)
-    if len(paths) > 3:
-        return f"{paths[0]} and {len(paths) - 1} more"
-    return ", ".join(paths)
-
-
-def format_message(
-    command: str, paths: tuple[MemoryPath, ...], actor: str, session: str | None, extra: list[tuple[str, str]]
-) -> str:
-    """Subject and trailers; never content.  The seal is appended by the vault."""
-    subject = f"memory: {command} " + subject_paths(command, [p.text for p in paths])
-    lines = [f"Vaultmem-Command: {command}"]
-    lines += [f"Vaultmem-Path: {p.text}" for p in paths]
-    lines.append(f"Vaultmem-Actor: {actor}")
-    if session is not None:
-        lines.append(f"Vaultmem-Session: {session}")
-    lines += [f"{k}: {v}" for k, v in extra]
-    return subject.rstrip() + "\n\n" + "\n".join(lines) + "\n"
-
-
-def split_seal(raw_commit: bytes) -> tuple[bytes, bytes | None]:
-    """A commit object's bytes without its seal header, and the seal (or None)."""
-    head, sep, message = raw_commit.partition(b"\n\n")
-    kept: list[bytes] = []
-    seal: bytes | None = None
-    for line in head.split(b"\n"):
-        if line.startswith(SEAL_HEADER + b" ") and seal is None:
-            seal = line[len(SEAL_HEADER) + 1 :]
-        else:
-            kept.append(line)
-    return b"\n".join(kept) + sep + message, seal
 
 
 # -- commits as they are stored -------------------------------------------------
@@ -306,47 +220,7 @@ def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
 # -- times ---------------------------------------------------------------------
 
 
-def parse_when(value: datetime | str, name: str = "time") -> datetime:
-    """A point in time: a datetime, or ISO 8601 text (``2026-11-01 09:00``,
-    ``2026-11-01``, ``2026-11-01T09:00:00+01:00``); without a zone it is UTC,
-    the zone every vault commit is recorded in."""
-    if isinstance(value, datetime):
-        when = value
-    elif isinstance(value, str):
-        try:
-            when = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise VaultError(
-                f"Error: cannot read the {name} {value!r}; give an ISO 8601 time such as "
-                "2026-11-01 09:00 (UTC unless an offset such as +01:00 is given)."
-            ) from None
-    else:
-        raise VaultError(f"Error: the {name} must be a datetime or an ISO 8601 string.")
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
-
-
 # -- walking -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Filters:
-    path: MemoryPath | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    actor: str | None = None
-    session: str | None = None
-    command: str | None = None
-
-    def matches(self, version: Version) -> bool:
-        if self.since is not None and version.time < self.since:
-            return False
-        if self.until is not None and version.time > self.until:
-            return False
-        if self.actor is not None and version.actor != self.actor:
-            return False
-        if self.session is not None and version.session != self.session:
-            return False
-        return self.command is None or version.command == self.command
 
 
 def _tree(repo: pygit2.Repository, oid: pygit2.Oid, version: pygit2.Oid) -> pygit2.Tree:

@@ -23,7 +23,9 @@ import pygit2
 from vaultmem.core import paths
 from vaultmem.core.crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.policy import Policy
 from vaultmem.core.values import is_int
+from vaultmem.core.versions import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_message, parse_when
 from vaultmem.errors import (
     BadKeyError,
     ConflictError,
@@ -41,19 +43,8 @@ from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, T
 from vaultmem.git.upkeep import Upkeep
 from vaultmem.repo import keys
 from vaultmem.repo import policy as policy_mod
-from vaultmem.repo.history import (
-    RESTORED_FROM,
-    SEAL_HEADER,
-    Filters,
-    Version,
-    commits,
-    format_message,
-    parse_when,
-    read_commit,
-    walk,
-)
+from vaultmem.repo.history import commits, read_commit, walk
 from vaultmem.repo.keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
-from vaultmem.repo.policy import Policy
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
 

@@ -34,9 +34,10 @@ import pygit2
 
 from vaultmem.core.crypto import Keyring, UserKey, keyring_problems
 from vaultmem.core.paths import MemoryPath, parse
+from vaultmem.core.versions import COMMANDS, parse_trailers, split_seal
 from vaultmem.errors import VaultError
 from vaultmem.git import objects
-from vaultmem.repo.history import COMMANDS, UnreadableVersion, hiding_files, parse_trailers, read_commit, split_seal
+from vaultmem.repo.history import UnreadableVersion, hiding_files, read_commit
 
 Progress = Callable[[int, int], None]
 Kind = Literal["object", "seal", "message", "tree", "blob", "keyring", "policy", "shallow", "grafts", "replace"]

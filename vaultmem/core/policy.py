@@ -1,0 +1,125 @@
+"""A vault's policy as a value: its fields, their defaults and rules, and
+how durations and values are written and read (no storage: the policy
+branch is :mod:`vaultmem.repo.policy`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from vaultmem.core.detectors import detectors
+from vaultmem.core.values import is_int
+from vaultmem.errors import VaultError
+
+SECRET_MODES = ("off", "redact", "refuse")
+DEFAULT_MAX_FILE_BYTES = 102_400
+
+_DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)?\s*", re.IGNORECASE)
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: object) -> int:
+    """Seconds from ``30d``, ``12h``, ``90m``, ``45s``, ``2w``, a bare number of
+    seconds, or a :class:`~datetime.timedelta`."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+        if seconds < 1:
+            raise VaultError("Error: a duration must be at least one second.")
+        return int(seconds)
+    if is_int(value):
+        if value < 1:
+            raise VaultError("Error: a duration must be at least one second.")
+        return value
+    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
+    if match is None or int(match.group(1)) < 1:
+        raise VaultError(
+            f"Error: {value!r} is not a duration; write a whole number with s, m, h, d or w, such as 30d or 12h."
+        )
+    return int(match.group(1)) * _UNITS[(match.group(2) or "s").lower()]
+
+
+def format_duration(seconds: int) -> str:
+    for unit in ("w", "d", "h", "m"):
+        if seconds % _UNITS[unit] == 0:
+            return f"{seconds // _UNITS[unit]}{unit}"
+    return f"{seconds}s"
+
+
+def _limit(name: str, value: object, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not is_int(value) or value < 1:
+        raise VaultError(f"Error: {name} must be a whole number of at least 1{' or null' if optional else ''}.")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a vault allows; see the module docstring for each field."""
+
+    secrets: str = "off"
+    personal_data: bool = False
+    patterns: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    max_vault_bytes: int | None = None
+    max_files: int | None = None
+    expire_after: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.secrets not in SECRET_MODES:
+            raise VaultError(f"Error: secrets must be one of {', '.join(SECRET_MODES)}, not {self.secrets!r}.")
+        if not isinstance(self.personal_data, bool):
+            raise VaultError("Error: personal_data must be true or false.")
+        if not isinstance(self.patterns, Mapping):
+            raise VaultError("Error: patterns must map a kind name to a regular expression.")
+        detectors(patterns=self.patterns)  # refuses a bad kind name or regular expression
+        object.__setattr__(self, "patterns", dict(sorted(self.patterns.items())))
+        _limit("max_file_bytes", self.max_file_bytes, optional=False)
+        _limit("max_vault_bytes", self.max_vault_bytes, optional=True)
+        _limit("max_files", self.max_files, optional=True)
+        _limit("expire_after", self.expire_after, optional=True)
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "secrets": self.secrets,
+            "personal_data": self.personal_data,
+            "patterns": dict(self.patterns),
+            "max_file_bytes": self.max_file_bytes,
+            "max_vault_bytes": self.max_vault_bytes,
+            "max_files": self.max_files,
+            "expire_after": self.expire_after,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Policy:
+        if not isinstance(data, Mapping):
+            raise VaultError("Error: a policy is a JSON object of fields.")
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise VaultError(f"Error: unknown policy field(s): {', '.join(unknown)}.")
+        return cls(**dict(data))
+
+    def with_changes(self, changes: Mapping[str, Any]) -> Policy:
+        """This policy with ``changes`` applied (``expire_after`` also takes ``"30d"``)."""
+        merged = {**self.to_dict(), **dict(changes)}
+        if isinstance(merged.get("expire_after"), (str, timedelta)):
+            merged["expire_after"] = parse_duration(merged["expire_after"])
+        return Policy.from_dict(merged)
+
+    def changed_fields(self, other: Policy) -> list[str]:
+        mine, theirs = self.to_dict(), other.to_dict()
+        return [name for name in mine if mine[name] != theirs[name]]
+
+    def to_bytes(self) -> bytes:
+        return (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def show_value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
