@@ -10,7 +10,9 @@ from datetime import datetime, timedelta
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.versions import Version
 from vaultmem.ops import expiry, transfer
+from vaultmem.ops import restore as restoring
 from vaultmem.ops.diff import FileChange, changes, unified
 from vaultmem.repo.store import Change, Entry, Store
 
@@ -67,3 +69,16 @@ class Vault(Store):
         (``"30d"``, seconds, a timedelta) as one ``expire`` commit; with
         ``dry_run``, only list them.  See :mod:`vaultmem.ops.expiry`."""
         return expiry.expire(self, unread_for, dry_run=dry_run, actor=actor, session=session, now=now)
+
+    def restore(
+        self, at: str | datetime, path: str | None = None, *, actor: str = "vaultmem", session: str | None = None
+    ) -> Version | None:
+        """Make the whole memory (or one path) exactly as it was at ``at``, as a
+        new commit; a path that did not exist then is removed.  Returns None when
+        nothing would change.  See :mod:`vaultmem.ops.restore`."""
+        return restoring.restore(self, at, path, actor=actor, session=session)
+
+    def undo(self, n: int = 1, *, actor: str = "vaultmem", session: str | None = None) -> Version | None:
+        """Make the memory as it was ``n`` versions ago, as a new commit (history
+        is never rewritten; undoing an undo brings the change back)."""
+        return restoring.undo(self, n, actor=actor, session=session)

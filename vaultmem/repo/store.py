@@ -43,7 +43,7 @@ from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, T
 from vaultmem.git.upkeep import Upkeep
 from vaultmem.repo import keys
 from vaultmem.repo import policy as policy_mod
-from vaultmem.repo.history import commits, read_commit, walk
+from vaultmem.repo.history import commits, walk
 from vaultmem.repo.keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
@@ -310,6 +310,20 @@ class Store:
             commit_id = head.raw if head is not None else None
         return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit_id)
 
+    def snapshot_of(self, commit: pygit2.Commit | None) -> Snapshot:
+        """A read-only view of the memory as ``commit`` left it (None: the
+        empty memory before the first version)."""
+        return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit.id.raw if commit else None)
+
+    def commit_at(self, at: str | datetime) -> pygit2.Commit:
+        """The commit of ``main``'s history that ``at`` names: an id, a git
+        revision or a point in time (NotFoundError otherwise)."""
+        return self._resolve(at)
+
+    def head(self) -> pygit2.Oid | None:
+        """The commit ``main`` points to (None for a vault with no version yet)."""
+        return self._head()
+
     def _read_raw(self, oid: bytes) -> bytes:
         """An object's data: from what this vault wrote lately, else git."""
         data = self._recent.get(oid)
@@ -530,42 +544,6 @@ class Store:
 
     def _empty_snapshot(self) -> Snapshot:
         return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, None)
-
-    def restore(
-        self, at: str | datetime, path: str | None = None, *, actor: str = "vaultmem", session: str | None = None
-    ) -> Version | None:
-        """Make the whole memory (or one path) exactly as it was at ``at``, as a
-        new commit; a path that did not exist then is removed.  Returns None when
-        nothing would change."""
-        return self._restore("restore", self._resolve(at), path, actor, session)
-
-    def undo(self, n: int = 1, *, actor: str = "vaultmem", session: str | None = None) -> Version | None:
-        """Make the memory as it was ``n`` versions ago, as a new commit (history
-        is never rewritten; undoing an undo brings the change back)."""
-        if not is_int(n) or n < 1:
-            raise VaultError("Error: undo takes a number of versions of at least 1.")
-        target = self._head()
-        for steps in range(n):  # only n steps back (the parents the commits record), however long the history
-            if target is None:
-                raise VaultError(f"Error: cannot undo {n} versions: the vault has {steps}.")
-            parents = read_commit(self.repo, target).parent_ids
-            target = parents[0] if parents else None
-        commit = self.repo[target].peel(pygit2.Commit) if target is not None else None
-        return self._restore("undo", commit, None, actor, session)  # None: before the first version
-
-    def _restore(
-        self, command: str, commit: pygit2.Commit | None, path: str | None, actor: str, session: str | None
-    ) -> Version | None:
-        target = paths.parse(path) if path is not None else MemoryPath(())
-        source = Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit.id.raw if commit else None)
-        origin = str(commit.id) if commit is not None else "0" * 40
-
-        def build(snap: Snapshot) -> Change:
-            change = Change(command, (target,), trailers=[(RESTORED_FROM, origin)])
-            change.restores.append((target, source.entry(target)))  # the root too: /memories itself
-            return change
-
-        return self.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
 
     def verify(self, progress: Progress | None = None) -> VerifyReport:
         """Check every commit and object of the history, and the keyring as it

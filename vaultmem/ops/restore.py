@@ -1,0 +1,56 @@
+"""Restore and undo: make the memory (or one path) as it was at an earlier
+version, as one new commit.  History is never rewritten; undoing an undo
+brings the change back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pygit2
+
+from vaultmem.core import paths
+from vaultmem.core.paths import MemoryPath
+from vaultmem.core.values import is_int
+from vaultmem.core.versions import RESTORED_FROM, Version
+from vaultmem.errors import VaultError
+from vaultmem.git.snapshot import Snapshot
+from vaultmem.repo.history import read_commit
+from vaultmem.repo.store import Change, Store
+
+
+def restore(
+    store: Store, at: str | datetime, path: str | None = None, *, actor: str, session: str | None
+) -> Version | None:
+    """Make the whole memory (or one path) exactly as it was at ``at``, as a
+    new commit; a path that did not exist then is removed.  None when nothing
+    would change."""
+    return _restore(store, "restore", store.commit_at(at), path, actor, session)
+
+
+def undo(store: Store, n: int = 1, *, actor: str, session: str | None) -> Version | None:
+    """Make the memory as it was ``n`` versions ago, as a new commit."""
+    if not is_int(n) or n < 1:
+        raise VaultError("Error: undo takes a number of versions of at least 1.")
+    target = store.head()
+    for steps in range(n):  # only n steps back (the parents the commits record), however long the history
+        if target is None:
+            raise VaultError(f"Error: cannot undo {n} versions: the vault has {steps}.")
+        parents = read_commit(store.repo, target).parent_ids
+        target = parents[0] if parents else None
+    commit = store.repo[target].peel(pygit2.Commit) if target is not None else None
+    return _restore(store, "undo", commit, None, actor, session)  # None: before the first version
+
+
+def _restore(
+    store: Store, command: str, commit: pygit2.Commit | None, path: str | None, actor: str, session: str | None
+) -> Version | None:
+    target = paths.parse(path) if path is not None else MemoryPath(())
+    source = store.snapshot_of(commit)
+    origin = str(commit.id) if commit is not None else "0" * 40
+
+    def build(snap: Snapshot) -> Change:
+        change = Change(command, (target,), trailers=[(RESTORED_FROM, origin)])
+        change.restores.append((target, source.entry(target)))  # the root too: /memories itself
+        return change
+
+    return store.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
