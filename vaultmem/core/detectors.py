@@ -16,7 +16,7 @@ What is detected (``KINDS`` lists every kind):
   ``password``, ``secret``, ``api_key`` or ``token`` followed by ``=`` or ``:``;
 * PEM and PGP private key blocks, JSON Web Tokens;
 * card numbers (a known issuer prefix and length, Luhn), IBANs (the country's
-  length, mod-97), US Social Security numbers in the dashed form, UK National
+  length, format and check digits, mod-97; both by python-stdnum), US Social Security numbers in the dashed form, UK National
   Insurance numbers;
 * with ``personal_data``: e-mail addresses and phone numbers.
 
@@ -55,6 +55,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
+
+from stdnum import iban, luhn
 
 from vaultmem.errors import VaultError
 
@@ -119,20 +121,16 @@ class RegexDetector:
 
 
 def luhn_ok(digits: str) -> bool:
-    """The Luhn check every payment card number passes (spaces and dashes ignored)."""
+    """The Luhn check every payment card number passes (spaces and dashes
+    ignored), by python-stdnum."""
     digits = digits.replace(" ", "").replace("-", "")
     if len(digits) < 2 or not (digits.isascii() and digits.isdigit()):
         return False
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
+    return bool(luhn.is_valid(digits))
 
 
-# Lengths from the SWIFT IBAN registry: a country code fixes the length.
+# Lengths from the SWIFT IBAN registry: a country code fixes the length, so the
+# detector knows where a match ends; python-stdnum decides whether it is valid.
 _IBAN_LENGTHS = {
     **dict.fromkeys(["NO"], 15),
     **dict.fromkeys(["BE"], 16),
@@ -156,14 +154,12 @@ _IBAN_LENGTHS = {
 
 
 def iban_ok(candidate: str) -> bool:
-    """A real IBAN's shape: known country, that country's length, mod-97 == 1."""
-    iban = candidate.replace(" ", "").upper()
-    if _IBAN_LENGTHS.get(iban[:2]) != len(iban) or not (iban.isascii() and iban.isalnum()):
+    """A real IBAN, by python-stdnum: a known country, that country's length
+    and account format, and the mod-97 check."""
+    compact = candidate.replace(" ", "")
+    if _IBAN_LENGTHS.get(compact[:2].upper()) != len(compact) or not (compact.isascii() and compact.isalnum()):
         return False
-    if not iban[2:4].isdigit():
-        return False
-    rearranged = iban[4:] + iban[:4]
-    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
+    return bool(iban.is_valid(compact))
 
 
 def _card_ok(candidate: str) -> bool:
