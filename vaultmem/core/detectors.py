@@ -16,8 +16,8 @@ What is detected (``KINDS`` lists every kind):
   ``password``, ``secret``, ``api_key`` or ``token`` followed by ``=`` or ``:``;
 * PEM and PGP private key blocks, JSON Web Tokens;
 * card numbers (a known issuer prefix and length, Luhn), IBANs (the country's
-  length, format and check digits, mod-97; both by python-stdnum), US Social Security numbers in the dashed form, UK National
-  Insurance numbers;
+  length, format and check digits, mod-97; both checks by python-stdnum), US
+  Social Security numbers in the dashed form, UK National Insurance numbers;
 * with ``personal_data``: e-mail addresses and phone numbers.
 
 What is deliberately not, because ordinary memories are full of look-alikes
