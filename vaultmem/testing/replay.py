@@ -1,13 +1,19 @@
-"""A local stand-in for Claude: a Messages API server that replays recorded turns.
+"""A local stand-in for Claude: the Messages API, replaying recorded turns.
 
-``vaultmem demo`` and the end-to-end tests run the real Anthropic SDK client
+The end-to-end tests and ``vaultmem demo`` run the real Anthropic SDK client
 and tool runner against it, so the whole loop (requests, tool calls, tool
 results, the vault's commits) runs with no network and no API key.  Only the
 model's side is scripted; everything the application does is real.
 
-The server listens on 127.0.0.1 only and answers ``POST /v1/messages`` the way
-the API does, in JSON or, for ``stream: true``, as server-sent events.  It
-checks what a real server would refuse:
+:class:`Replay` hands the SDK client an httpx transport (the SDK's ``httpx2``)
+(``Replay(turns).client()``): requests go from the SDK straight to the replay,
+through httpx's own request and response objects, with no socket.
+:class:`ReplayServer` serves the same replay over HTTP on 127.0.0.1, for a
+client in another process (``base_url=server.url``).
+
+Either answers ``POST /v1/messages`` the way the API does, in JSON or, for
+``stream: true``, as server-sent events, and checks what a real server would
+refuse:
 
 * the ``anthropic-beta`` header carries ``context-management-2025-06-27`` and the
   conversation declares the ``memory_20250818`` tool;
@@ -31,6 +37,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import anthropic
+import httpx2
 
 from vaultmem.anthropic.agent import MEMORY_BETA, MEMORY_TOOL_TYPE
 
@@ -153,15 +162,17 @@ class _Thread:
     messages: list[dict[str, Any]] = field(default_factory=list)
 
 
-# -- the server ----------------------------------------------------------------------
+# -- the replay ----------------------------------------------------------------------
+
+BASE_URL = "http://replay.invalid"  # what a client of the transport names; nothing resolves it
 
 
-class ReplayServer:
-    """Serves ``turns`` in order, one per accepted request, on 127.0.0.1.
+class Replay:
+    """Answers with ``turns`` in order, one per accepted request.
 
-    Use as a context manager; :attr:`url` is the ``base_url`` for
-    ``anthropic.Anthropic(base_url=..., api_key=...)``.  :attr:`requests`
-    records every request, refused ones included.
+    :meth:`client` and :meth:`async_client` are real SDK clients whose requests
+    this replay answers; :attr:`requests` records every request, refused ones
+    included.
     """
 
     def __init__(
@@ -176,22 +187,36 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._threads: dict[str, _Thread] = {}
         self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._serving = threading.Thread(target=self._server.serve_forever, name="vaultmem-replay", daemon=True)
-        self._serving.start()
 
-    def __enter__(self) -> ReplayServer:
+    def __enter__(self) -> Replay:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._serving.join(timeout=10)
+        """Nothing to release (a server releases its socket)."""
+
+    def client(self, **options: Any) -> anthropic.Anthropic:
+        """The SDK's client, answered by this replay through an httpx transport."""
+        http = httpx2.Client(transport=ReplayTransport(self), base_url=BASE_URL)
+        return anthropic.Anthropic(api_key="replay", base_url=BASE_URL, http_client=http, max_retries=0, **options)
+
+    def async_client(self, **options: Any) -> anthropic.AsyncAnthropic:
+        """The SDK's async client, answered by this replay."""
+        http = httpx2.AsyncClient(transport=AsyncReplayTransport(self), base_url=BASE_URL)
+        return anthropic.AsyncAnthropic(api_key="replay", base_url=BASE_URL, http_client=http, max_retries=0, **options)
+
+    def respond(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body of the HTTP response to one request."""
+        status, payload, stream = self.answer(method, path, headers, raw)
+        out = {"request-id": f"req_replay_{id(payload):x}"}
+        if stream:
+            out["Content-Type"] = "text/event-stream"
+            body = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events(payload))
+            return status, out, body.encode()
+        out["Content-Type"] = "application/json"
+        return status, out, json.dumps(payload).encode()
 
     @property
     def remaining(self) -> int:
@@ -316,9 +341,69 @@ def events(message: Reply) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "message_stop", {"type": "message_stop"}
 
 
-def _handler(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
+class ReplayTransport(httpx2.BaseTransport):
+    """An httpx transport answered by a :class:`Replay` (for ``httpx2.Client``)."""
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        status, headers, body = self.replay.respond(
+            request.method, request.url.raw_path.decode("ascii"), dict(request.headers.items()), request.read()
+        )
+        return httpx2.Response(status, headers=headers, content=body)
+
+
+class AsyncReplayTransport(httpx2.AsyncBaseTransport):
+    """The same for ``httpx2.AsyncClient``."""
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        raw = await request.aread()
+        status, headers, body = self.replay.respond(
+            request.method, request.url.raw_path.decode("ascii"), dict(request.headers.items()), raw
+        )
+        return httpx2.Response(status, headers=headers, content=body)
+
+
+# -- over HTTP, for another process ----------------------------------------------------
+
+
+class ReplayServer(Replay):
+    """The replay served on 127.0.0.1, for a client in another process.
+
+    Use as a context manager; :attr:`url` is the ``base_url`` for
+    ``anthropic.Anthropic(base_url=..., api_key=...)``.
+    """
+
+    def __init__(
+        self,
+        turns: Iterable[Reply | Callable[[Conversation], Reply]],
+        *,
+        require_memory: bool = True,
+    ) -> None:
+        super().__init__(turns, require_memory=require_memory)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._serving = threading.Thread(target=self._server.serve_forever, name="vaultmem-replay", daemon=True)
+        self._serving.start()
+
+    def __enter__(self) -> ReplayServer:
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._serving.join(timeout=10)
+
+
+def _handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def _body(self) -> bytes:
+            """The request's body, sent with its length or chunked (HTTP/1.1)."""
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
                 chunks: list[bytes] = []
                 while True:
@@ -338,23 +423,13 @@ def _handler(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 raw = b""
             headers = {k.lower(): v for k, v in self.headers.items()}
-            status, payload, stream = server.answer(self.command, self.path, headers, raw)
+            status, out, body = replay.respond(self.command, self.path, headers, raw)
             self.send_response(status)
-            self.send_header("request-id", f"req_replay_{id(payload):x}")
-            if stream:
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for name, data in events(payload):
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                self.wfile.flush()
-                self.close_connection = True
-                return
-            encoded = json.dumps(payload).encode()
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(encoded)))
+            for name, value in out.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(encoded)
+            self.wfile.write(body)
 
         do_POST = do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
 
