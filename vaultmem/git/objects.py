@@ -17,11 +17,12 @@ import itertools
 import os
 import re
 import struct
-import threading
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from vaultmem.core.lru import LRU
 
 COMMIT, TREE, BLOB = 1, 2, 3
 _TYPE_NAMES = {COMMIT: b"commit", TREE: b"tree", BLOB: b"blob"}
@@ -237,19 +238,16 @@ def index_of(pack: bytes) -> bytes:
     return _build_idx(entries, pack[-20:])
 
 
-# The entries of packs this process wrote lately, by name: merging them needs
-# no reads (a pack's name is its checksum, so a name always means these bytes).
-_RECENT_PACKS: dict[str, list[tuple[bytes, int, bytes]]] = {}
+# The entries of packs this process wrote lately, by name, at most 256 packs
+# (least recently used dropped first): merging them needs no reads (a pack's
+# name is its checksum, so a name always means these bytes).
 _RECENT_LIMIT = 256
-_RECENT_LOCK = threading.Lock()
+_RECENT_PACKS: LRU[str, list[tuple[bytes, int, bytes]]] = LRU(_RECENT_LIMIT)
 
 
 def remember(pack: Pack) -> None:
     """Keep a pack's entries for a later merge."""
-    with _RECENT_LOCK:
-        if len(_RECENT_PACKS) >= _RECENT_LIMIT:
-            _RECENT_PACKS.pop(next(iter(_RECENT_PACKS)))
-        _RECENT_PACKS[pack.name] = pack.whole
+    _RECENT_PACKS.put(pack.name, pack.whole)
 
 
 @dataclass(frozen=True)
@@ -368,6 +366,6 @@ def merge(packs: Sequence[PackInfo]) -> tuple[Pack, list[PackInfo]] | None:
 
 
 def forget(packs: Sequence[PackInfo]) -> None:
-    with _RECENT_LOCK:
-        for info in packs:
-            _RECENT_PACKS.pop(_name_of(info.pack), None)
+    """Drop the entries :func:`remember` kept for ``packs`` (merged away)."""
+    for info in packs:
+        _RECENT_PACKS.pop(_name_of(info.pack))

@@ -8,12 +8,12 @@ trees that changed, so untouched files and folders keep their object ids.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from vaultmem.core.crypto import Keyring, plaintext_size
+from vaultmem.core.lru import LRU
 from vaultmem.core.paths import MemoryPath
 from vaultmem.errors import ConflictError, IntegrityError, NotFoundError
 from vaultmem.git import objects
@@ -201,35 +201,47 @@ class Snapshot:
 
 
 class RecentObjects:
-    """The objects a vault wrote lately, by id, bounded by their total size:
-    reading what was just written (a view, an edit, a rename of a new file)
-    needs no lookup in git's packs.  An id always names the same bytes, so
-    nothing here goes stale; shared by threads like the other caches."""
+    """The objects a vault wrote lately, by id, bounded by their total size
+    (least recently used dropped first): reading what was just written (a
+    view, an edit, a rename of a new file) needs no lookup in git's packs.
+    An id always names the same bytes, so nothing here goes stale; shared by
+    threads like the other caches."""
 
     def __init__(self, limit: int = 8 << 20) -> None:
-        self.limit = limit
-        self._objects: dict[bytes, bytes] = {}
-        self._size = 0
+        self._objects: LRU[bytes, bytes] = LRU(limit, weight=len)
+
+    @property
+    def limit(self) -> int:
+        """The bound (bytes of objects); a new one applies from the next addition."""
+        return self._objects.limit
+
+    @limit.setter
+    def limit(self, limit: int) -> None:
+        self._objects.limit = limit
 
     def get(self, oid: bytes) -> bytes | None:
         return self._objects.get(oid)
 
     def add(self, written: list[objects.PackedObject]) -> None:
         for obj in written:
-            if obj.id not in self._objects:
-                self._objects[obj.id] = obj.data
-                self._size += len(obj.data)
-        while self._size > self.limit and self._objects:
-            with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
-                self._size -= len(self._objects.pop(next(iter(self._objects))))
+            self._objects.put(obj.id, obj.data)
 
 
 class TreeCache:
-    """Decoded tree entries by tree id, for the write path (bounded, shared)."""
+    """Decoded tree entries by tree id, at most ``limit`` trees (least
+    recently used dropped first); shared by the snapshots and the write path."""
 
     def __init__(self, limit: int = 4096) -> None:
-        self.limit = limit
-        self._trees: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
+        self._trees: LRU[bytes, Entries] = LRU(limit)
+
+    @property
+    def limit(self) -> int:
+        """The bound (trees); a new one applies from the next addition."""
+        return self._trees.limit
+
+    @limit.setter
+    def limit(self, limit: int) -> None:
+        self._trees.limit = limit
 
     def get(self, read: ReadRaw, oid: bytes) -> Entries:
         entries = self._trees.get(oid)
@@ -242,10 +254,7 @@ class TreeCache:
         return entries
 
     def put(self, oid: bytes, entries: Entries) -> None:
-        if len(self._trees) >= self.limit:
-            with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
-                self._trees.pop(next(iter(self._trees)))
-        self._trees[oid] = entries
+        self._trees.put(oid, entries)
 
 
 # Below this many entries, encoding a tree afresh costs about what patching it does.
@@ -256,17 +265,23 @@ class Layouts:
     """Encoded trees of the write path, with where each entry's id sits, so a
     change that only gives existing entries new ids (an edited file, the
     folders above it) patches 20 bytes per entry instead of encoding and
-    sorting a large folder again.  Bounded; used under the writer lock."""
+    sorting a large folder again.  At most ``limit`` trees (least recently
+    used dropped first); used under the writer lock."""
 
     def __init__(self, limit: int = 256) -> None:
-        self.limit = limit
-        self._layouts: dict[bytes, tuple[bytes, dict[bytes, int] | None]] = {}
+        self._layouts: LRU[bytes, tuple[bytes, dict[bytes, int] | None]] = LRU(limit)
+
+    @property
+    def limit(self) -> int:
+        """The bound (trees); a new one applies from the next addition."""
+        return self._layouts.limit
+
+    @limit.setter
+    def limit(self, limit: int) -> None:
+        self._layouts.limit = limit
 
     def put(self, oid: bytes, raw: bytes, id_at: dict[bytes, int] | None = None) -> None:
-        if len(self._layouts) >= self.limit:
-            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
-                self._layouts.pop(next(iter(self._layouts)))
-        self._layouts[oid] = (raw, id_at)
+        self._layouts.put(oid, (raw, id_at))
 
     def get(self, read: ReadRaw, oid: bytes, names: Entries) -> tuple[bytes, dict[bytes, int]] | None:
         """The tree ``oid`` (whose decoded entries are ``names``) and its id offsets."""

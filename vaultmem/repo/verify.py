@@ -33,6 +33,7 @@ from typing import Any, Literal
 import pygit2
 
 from vaultmem.core.crypto import Keyring, UserKey, keyring_problems
+from vaultmem.core.lru import LRU
 from vaultmem.core.paths import MemoryPath, parse
 from vaultmem.core.versions import COMMANDS, parse_trailers, split_seal
 from vaultmem.errors import VaultError
@@ -86,11 +87,11 @@ class Verifier:
         self.repo = repo
         self.keyring = keyring
         self.report = report
-        self._decoded: dict[bytes, Entries] = {}  # recent well-formed trees, by id (bounded)
+        self._decoded: LRU[bytes, Entries] = LRU(_DECODED_LIMIT)  # recent well-formed trees, by id
         self._bad_trees: set[bytes] = set()  # reported once each
         self._blob_ids: set[bytes] = set()
         self._tree_ids: set[bytes] = set()
-        self._roots: dict[bytes, bytes] = {}  # commit id -> root tree id, for recent commits (bounded)
+        self._roots: LRU[bytes, bytes] = LRU(_DECODED_LIMIT)  # commit id -> root tree id, recent commits
         self._commit = ""
         self.missing_keys: set[str] = set()
 
@@ -127,10 +128,10 @@ class Verifier:
         base = _NO_TREE  # without a parent checked earlier, every entry is checked
         if len(lines) > 1 and lines[1].startswith(b"parent "):
             with contextlib.suppress(ValueError):  # a damaged parent line: compare with nothing
-                base = self._roots.get(bytes.fromhex(lines[1][7:].decode("ascii")), _NO_TREE)
-        if len(self._roots) >= _DECODED_LIMIT:  # a parent older than this is compared with nothing
-            self._roots.pop(next(iter(self._roots)))
-        self._roots[oid.raw] = root
+                known = self._roots.get(bytes.fromhex(lines[1][7:].decode("ascii")))
+                if known is not None:  # else a parent no longer held: compare with nothing
+                    base = known
+        self._roots.put(oid.raw, root)
         self._root(root, base)
 
     def _check_seal(self, raw: bytes) -> None:
@@ -251,9 +252,7 @@ class Verifier:
         if entries is None:
             self._bad_trees.add(tree_id)
             return None
-        if len(self._decoded) >= _DECODED_LIMIT:
-            self._decoded.pop(next(iter(self._decoded)))
-        self._decoded[tree_id] = entries
+        self._decoded.put(tree_id, entries)
         return entries
 
     def _blob(self, path: MemoryPath, oid: bytes) -> None:
