@@ -12,14 +12,18 @@ import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import anthropic
+import anyio
 import pytest
 
+from vaultmem import Vault, VaultMemoryTool, generate_key, memory_request
 from vaultmem.testing.replay import (
     Conversation,
+    Replay,
     ReplayServer,
     Reply,
     Request,
@@ -618,3 +622,30 @@ def test_conversation_reads_tool_results_and_the_last_user_text() -> None:
     assert conversation.last_user_text() == "Remember\nthis."
     ended = Conversation(MODEL, None, [], [*conversation.messages, {"role": "assistant", "content": "ok"}], None)
     assert ended.tool_results() == []
+
+
+def test_the_sdk_client_of_a_replay_runs_the_tool_runner_without_a_socket(tmp_path: Path) -> None:
+    """``Replay.client()``: the real SDK client and tool runner, answered through
+    an httpx transport; the tool call lands in the vault as a commit."""
+    vault = Vault.init(tmp_path / "agent.vault", key=generate_key())
+    memory = VaultMemoryTool(vault, actor="support-bot")
+    turns = [reply(tool_use("create", path="/memories/a.txt", file_text="hello\n")), reply(text("Saved."))]
+    with Replay(turns) as replay:
+        client = replay.client()
+        request = memory_request(memory, model=MODEL, max_tokens=256, messages=[{"role": "user", "content": "hi"}])
+        final = client.beta.messages.tool_runner(**request).until_done()
+        assert [b.text for b in final.content if b.type == "text"] == ["Saved."]
+        assert replay.remaining == 0 and all(r.refused is None for r in replay.requests)
+    assert vault.read("/memories/a.txt") == "hello\n"
+    vault.close()
+
+
+def test_the_async_sdk_client_of_a_replay_streams_too() -> None:
+    async def ask() -> str:
+        with Replay([reply(text("streamed"))], require_memory=False) as replay:
+            client = replay.async_client()
+            async with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+                message = await stream.get_final_message()
+            return "".join(b.text for b in message.content if b.type == "text")
+
+    assert anyio.run(ask) == "streamed"
