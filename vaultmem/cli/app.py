@@ -27,7 +27,7 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from vaultmem.anthropic.agent import DEFAULT_MODEL
 from vaultmem.cli.progress import ProgressBar
@@ -77,111 +77,63 @@ def build_parser() -> argparse.ArgumentParser:
         "--passphrase", action="store_true", help=f"use a passphrase: prompted for, or from {ENV_PASSPHRASE}"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _keygen_parser(commands)
+    _init_parser(commands)
+    _call_parser(commands)
+    _ls_parser(commands)
+    _cat_parser(commands)
+    _log_parser(commands)
+    _show_parser(commands)
+    _diff_parser(commands)
+    _restore_parser(commands)
+    _undo_parser(commands)
+    _verify_parser(commands)
+    key = _key_parser(commands)
+    _key_list_parser(key)
+    _key_change_parser(key)
+    _key_rotate_parser(key)
+    _import_parser(commands)
+    _export_parser(commands)
+    _expire_parser(commands)
+    policy = _policy_parser(commands)
+    _policy_show_parser(policy)
+    _policy_set_parser(policy)
+    _policy_log_parser(policy)
+    _demo_parser(commands)
+    _chat_parser(commands)
+    _git_setup_parser(commands)
+    _textconv_parser(commands)
+    return parser
 
+
+_Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"  # the sub-commands of a parser
+
+
+def _keygen_parser(commands: _Commands) -> None:
     commands.add_parser("keygen", help="print a new random key")
+
+
+def _init_parser(commands: _Commands) -> None:
     commands.add_parser("init", help="create a new, empty vault")
-    call = commands.add_parser("call", help="run one memory tool call, given as JSON")
-    call.add_argument("input", help='the tool input, e.g. \'{"command": "view", "path": "/memories"}\'')
-    _who(call, "cli")
 
-    ls = commands.add_parser("ls", help="list the memory's files and folders with their sizes")
-    ls.add_argument("path", nargs="?", default="/memories", help="folder or file (default /memories)")
-    _at(ls)
-    _json(ls)
-    cat = commands.add_parser("cat", help="print a memory file")
-    cat.add_argument("path")
-    _at(cat)
-    _json(cat)
 
-    log = commands.add_parser("log", help="list versions, newest first")
-    log.add_argument("path", nargs="?", help="only versions that changed this file or folder")
-    log.add_argument("--limit", metavar="N", type=int, help="at most N versions")
-    log.add_argument("--since", metavar="TIME", help="versions at or after TIME (ISO 8601; UTC unless a zone is given)")
-    log.add_argument("--until", metavar="TIME", help="versions at or before TIME")
-    log.add_argument("--actor", metavar="NAME", help="only versions by this actor")
-    log.add_argument("--session", metavar="ID", help="only versions of this session")
-    log.add_argument("--command", dest="memory_command", metavar="COMMAND", help="only this memory command")
-    _json(log)
-    show = commands.add_parser("show", help="one version: who, when, what, and its decrypted diff")
-    show.add_argument("version")
-    _json(show)
-    diff = commands.add_parser("diff", help="decrypted diff between two versions (B defaults to the latest)")
-    diff.add_argument("a", metavar="A")
-    diff.add_argument("b", metavar="B", nargs="?")
-    diff.add_argument("--path", metavar="P", help="only this file or folder")
-    _json(diff)
-
-    restore = commands.add_parser("restore", help="make the memory (or one path) as it was at AT, as a new version")
-    restore.add_argument("at", metavar="AT", help="a version id, a git revision such as main~2, or a time")
-    restore.add_argument("--path", metavar="P", help="restore only this file or folder")
-    _who(restore, "cli")
-    undo = commands.add_parser("undo", help="make the memory as it was N versions ago, as a new version")
-    undo.add_argument("n", metavar="N", nargs="?", type=int, default=1, help="how many versions back (default 1)")
-    _who(undo, "cli")
-
-    verify = commands.add_parser("verify", help="check every version authenticates; exit 1 on any finding")
-    _json(verify)
-
+def _key_parser(commands: _Commands) -> _Commands:
     key = commands.add_parser("key", help="list, change or rotate keys").add_subparsers(
         dest="key_command", required=True, metavar="KEY_COMMAND"
     )
-    _json(key.add_parser("list", help="the data keys, oldest first"))
-    change = key.add_parser("change", help="rewrap the data keys under a new key or passphrase")
-    change.add_argument("--new-key-file", metavar="F", help=f"the new key's file (or {ENV_NEW_KEY} / a new passphrase)")
-    rotate = key.add_parser("rotate", help="start a new data key for new writes")
-    rotate.add_argument("--reencrypt", action="store_true", help="also re-encrypt every current file under it")
-    rotate.add_argument(
-        "--actor", metavar="NAME", default="cli", help="recorded on the re-encryption's version (default cli)"
-    )
+    return key
 
-    imp = commands.add_parser("import", help="record an SDK memory folder (FOLDER/memories) as one version")
-    imp.add_argument("folder", metavar="FOLDER", help="the SDK tool's base_path, e.g. ./memory")
-    imp.add_argument(
-        "--replace", action="store_true", help="make the memory exactly the folder (default: add, refuse clashes)"
-    )
-    imp.add_argument(
-        "--max-file-bytes", metavar="N", type=int, default=102_400, help="largest file accepted (default 102400)"
-    )
-    _who(imp, "cli")
-    exp = commands.add_parser("export", help="write the memory as plaintext files to FOLDER/memories")
-    exp.add_argument("folder", metavar="FOLDER", help="created if missing; FOLDER/memories must not exist")
-    _at(exp)
 
-    expire = commands.add_parser("expire", help="delete files nobody read for a while, as one version")
-    expire.add_argument("--unread-for", metavar="AGE", required=True, help="such as 30d, 12h, 2w (s, m, h, d, w)")
-    expire.add_argument("--dry-run", action="store_true", help="only list the files that would be deleted")
-    _json(expire)
-    _who(expire, "cli")
+def _policy_parser(commands: _Commands) -> _Commands:
     policy = commands.add_parser("policy", help="show, change or list changes of the vault's policy").add_subparsers(
         dest="policy_command", required=True, metavar="POLICY_COMMAND"
     )
-    _json(policy.add_parser("show", help="the policy in force"))
-    policy_set = policy.add_parser("set", help="change fields, e.g. secrets=refuse max_files=500 expire_after=30d")
-    policy_set.add_argument("changes", metavar="FIELD=VALUE", nargs="*")
-    policy_set.add_argument(
-        "--reset", action="store_true", help="start from the defaults, not the stored policy (repairs a damaged one)"
-    )
-    _who(policy_set, "cli")
-    _json(policy.add_parser("log", help="every change of the policy, newest first"))
+    return policy
 
+
+def _demo_parser(commands: _Commands) -> None:
     demo = commands.add_parser("demo", help="an offline agent session against the vault, Claude's turns replayed")
     demo.add_argument("folder", metavar="FOLDER", nargs="?", help="keep the demo vault here (key in FOLDER.key)")
-    chat = commands.add_parser("chat", help="talk to Claude with the vault as its memory (needs ANTHROPIC_API_KEY)")
-    chat.add_argument(
-        "--model",
-        default=os.environ.get("VAULTMEM_MODEL", DEFAULT_MODEL),
-        help=f"model (default {DEFAULT_MODEL}, or VAULTMEM_MODEL)",
-    )
-    chat.add_argument("--max-tokens", metavar="N", type=int, default=4096, help="per reply (default 4096)")
-    chat.add_argument("--topic", metavar="TEXT", help="ask Claude to remember only what is relevant to TEXT")
-    chat.add_argument("--no-context-editing", action="store_true", help="do not clear old tool results")
-    _who(chat, "chat")
-
-    setup = commands.add_parser("git-setup", help="let plain git show decrypted diffs to whoever has the key")
-    setup.add_argument("--key-file", dest="textconv_key_file", metavar="F", help="key file git should use")
-    textconv = commands.add_parser("textconv", help="print a blob's decrypted text (run by git)")
-    textconv.add_argument("file")
-    return parser
 
 
 def _at(sub: argparse.ArgumentParser) -> None:
@@ -320,6 +272,13 @@ def _ask_passphrase(vault: str, twice: bool) -> str:
 # -- reading ---------------------------------------------------------------------
 
 
+def _ls_parser(commands: _Commands) -> None:
+    ls = commands.add_parser("ls", help="list the memory's files and folders with their sizes")
+    ls.add_argument("path", nargs="?", default="/memories", help="folder or file (default /memories)")
+    _at(ls)
+    _json(ls)
+
+
 def _ls(vault: Vault, args: argparse.Namespace) -> int:
     from vaultmem.core.text import format_size
 
@@ -332,6 +291,13 @@ def _ls(vault: Vault, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cat_parser(commands: _Commands) -> None:
+    cat = commands.add_parser("cat", help="print a memory file")
+    cat.add_argument("path")
+    _at(cat)
+    _json(cat)
+
+
 def _cat(vault: Vault, args: argparse.Namespace) -> int:
     text = vault.read(args.path, at=args.at)
     if args.json:
@@ -340,6 +306,18 @@ def _cat(vault: Vault, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _log_parser(commands: _Commands) -> None:
+    log = commands.add_parser("log", help="list versions, newest first")
+    log.add_argument("path", nargs="?", help="only versions that changed this file or folder")
+    log.add_argument("--limit", metavar="N", type=int, help="at most N versions")
+    log.add_argument("--since", metavar="TIME", help="versions at or after TIME (ISO 8601; UTC unless a zone is given)")
+    log.add_argument("--until", metavar="TIME", help="versions at or before TIME")
+    log.add_argument("--actor", metavar="NAME", help="only versions by this actor")
+    log.add_argument("--session", metavar="ID", help="only versions of this session")
+    log.add_argument("--command", dest="memory_command", metavar="COMMAND", help="only this memory command")
+    _json(log)
 
 
 def _log(vault: Vault, args: argparse.Namespace) -> int:
@@ -358,6 +336,12 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
         for line in log_lines(versions):
             print(line)
     return 0
+
+
+def _show_parser(commands: _Commands) -> None:
+    show = commands.add_parser("show", help="one version: who, when, what, and its decrypted diff")
+    show.add_argument("version")
+    _json(show)
 
 
 def _show(vault: Vault, args: argparse.Namespace) -> int:
@@ -390,6 +374,14 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
     return 0
 
 
+def _diff_parser(commands: _Commands) -> None:
+    diff = commands.add_parser("diff", help="decrypted diff between two versions (B defaults to the latest)")
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B", nargs="?")
+    diff.add_argument("--path", metavar="P", help="only this file or folder")
+    _json(diff)
+
+
 def _diff(vault: Vault, args: argparse.Namespace) -> int:
     if args.json:
         a = vault.resolve(args.a).id
@@ -402,6 +394,12 @@ def _diff(vault: Vault, args: argparse.Namespace) -> int:
 
 
 # -- changing ----------------------------------------------------------------------
+
+
+def _call_parser(commands: _Commands) -> None:
+    call = commands.add_parser("call", help="run one memory tool call, given as JSON")
+    call.add_argument("input", help='the tool input, e.g. \'{"command": "view", "path": "/memories"}\'')
+    _who(call, "cli")
 
 
 def _call(vault: Vault, args: argparse.Namespace) -> int:
@@ -422,6 +420,13 @@ def _call(vault: Vault, args: argparse.Namespace) -> int:
     return 0
 
 
+def _restore_parser(commands: _Commands) -> None:
+    restore = commands.add_parser("restore", help="make the memory (or one path) as it was at AT, as a new version")
+    restore.add_argument("at", metavar="AT", help="a version id, a git revision such as main~2, or a time")
+    restore.add_argument("--path", metavar="P", help="restore only this file or folder")
+    _who(restore, "cli")
+
+
 def _restore(vault: Vault, args: argparse.Namespace) -> int:
     source = vault.resolve(args.at)
     what = args.path or "the memory"
@@ -431,6 +436,12 @@ def _restore(vault: Vault, args: argparse.Namespace) -> int:
     else:
         print(f"Restored {what} as it was at {short(source.id)}: new version {short(new.id)}.")
     return 0
+
+
+def _undo_parser(commands: _Commands) -> None:
+    undo = commands.add_parser("undo", help="make the memory as it was N versions ago, as a new version")
+    undo.add_argument("n", metavar="N", nargs="?", type=int, default=1, help="how many versions back (default 1)")
+    _who(undo, "cli")
 
 
 def _undo(vault: Vault, args: argparse.Namespace) -> int:
@@ -443,6 +454,18 @@ def _undo(vault: Vault, args: argparse.Namespace) -> int:
     else:
         print(f"Undid {last}: the memory is empty, new version {short(new.id)}.")
     return 0
+
+
+def _import_parser(commands: _Commands) -> None:
+    imp = commands.add_parser("import", help="record an SDK memory folder (FOLDER/memories) as one version")
+    imp.add_argument("folder", metavar="FOLDER", help="the SDK tool's base_path, e.g. ./memory")
+    imp.add_argument(
+        "--replace", action="store_true", help="make the memory exactly the folder (default: add, refuse clashes)"
+    )
+    imp.add_argument(
+        "--max-file-bytes", metavar="N", type=int, default=102_400, help="largest file accepted (default 102400)"
+    )
+    _who(imp, "cli")
 
 
 def _import(vault: Vault, args: argparse.Namespace) -> int:
@@ -460,12 +483,31 @@ def _import(vault: Vault, args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_parser(commands: _Commands) -> None:
+    exp = commands.add_parser("export", help="write the memory as plaintext files to FOLDER/memories")
+    exp.add_argument("folder", metavar="FOLDER", help="created if missing; FOLDER/memories must not exist")
+    _at(exp)
+
+
 def _export(vault: Vault, args: argparse.Namespace) -> int:
     result = vault.export_folder(args.folder, at=args.at)
     files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
     print(f"Exported {files} of version {short(result.version)} to {result.folder}.")
     print("These files are PLAINTEXT (mode 0600): delete them when you are done.")
     return 0
+
+
+def _chat_parser(commands: _Commands) -> None:
+    chat = commands.add_parser("chat", help="talk to Claude with the vault as its memory (needs ANTHROPIC_API_KEY)")
+    chat.add_argument(
+        "--model",
+        default=os.environ.get("VAULTMEM_MODEL", DEFAULT_MODEL),
+        help=f"model (default {DEFAULT_MODEL}, or VAULTMEM_MODEL)",
+    )
+    chat.add_argument("--max-tokens", metavar="N", type=int, default=4096, help="per reply (default 4096)")
+    chat.add_argument("--topic", metavar="TEXT", help="ask Claude to remember only what is relevant to TEXT")
+    chat.add_argument("--no-context-editing", action="store_true", help="do not clear old tool results")
+    _who(chat, "chat")
 
 
 def _chat(vault: Vault, args: argparse.Namespace) -> int:
@@ -495,6 +537,14 @@ def _read_line(prompt: str) -> str:
     return line.rstrip("\n")
 
 
+def _expire_parser(commands: _Commands) -> None:
+    expire = commands.add_parser("expire", help="delete files nobody read for a while, as one version")
+    expire.add_argument("--unread-for", metavar="AGE", required=True, help="such as 30d, 12h, 2w (s, m, h, d, w)")
+    expire.add_argument("--dry-run", action="store_true", help="only list the files that would be deleted")
+    _json(expire)
+    _who(expire, "cli")
+
+
 def _expire(vault: Vault, args: argparse.Namespace) -> int:
     result = vault.expire(args.unread_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
     if args.json:
@@ -518,6 +568,10 @@ def _expire(vault: Vault, args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy_show_parser(policy: _Commands) -> None:
+    _json(policy.add_parser("show", help="the policy in force"))
+
+
 def _policy_show(vault: Vault, args: argparse.Namespace) -> int:
     data = vault.policy.to_dict()
     if args.json:
@@ -526,6 +580,15 @@ def _policy_show(vault: Vault, args: argparse.Namespace) -> int:
     for name, value in data.items():
         print(f"{name:<16} {_policy_shown(name, value)}")
     return 0
+
+
+def _policy_set_parser(policy: _Commands) -> None:
+    policy_set = policy.add_parser("set", help="change fields, e.g. secrets=refuse max_files=500 expire_after=30d")
+    policy_set.add_argument("changes", metavar="FIELD=VALUE", nargs="*")
+    policy_set.add_argument(
+        "--reset", action="store_true", help="start from the defaults, not the stored policy (repairs a damaged one)"
+    )
+    _who(policy_set, "cli")
 
 
 def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
@@ -571,6 +634,10 @@ def _policy_value(name: str, raw: str) -> Any:
         return raw
 
 
+def _policy_log_parser(policy: _Commands) -> None:
+    _json(policy.add_parser("log", help="every change of the policy, newest first"))
+
+
 def _policy_log(vault: Vault, args: argparse.Namespace) -> int:
     versions = vault.policy_history()
     if args.json:
@@ -596,6 +663,11 @@ def _policy_log(vault: Vault, args: argparse.Namespace) -> int:
 # -- auditing and keys ---------------------------------------------------------------
 
 
+def _verify_parser(commands: _Commands) -> None:
+    verify = commands.add_parser("verify", help="check every version authenticates; exit 1 on any finding")
+    _json(verify)
+
+
 def _verify(vault: Vault, args: argparse.Namespace) -> int:
     with ProgressBar("verify") as bar:
         report = vault.verify(progress=bar)
@@ -614,6 +686,10 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _key_list_parser(key: _Commands) -> None:
+    _json(key.add_parser("list", help="the data keys, oldest first"))
+
+
 def _key_list(vault: Vault, args: argparse.Namespace) -> int:
     keys = vault.keys()
     if args.json:
@@ -622,6 +698,11 @@ def _key_list(vault: Vault, args: argparse.Namespace) -> int:
         for k in keys:
             print(f"{k.id}  {when(k.created)}{'  active' if k.active else ''}")
     return 0
+
+
+def _key_change_parser(key: _Commands) -> None:
+    change = key.add_parser("change", help="rewrap the data keys under a new key or passphrase")
+    change.add_argument("--new-key-file", metavar="F", help=f"the new key's file (or {ENV_NEW_KEY} / a new passphrase)")
 
 
 def _key_change(vault: Vault, args: argparse.Namespace) -> int:
@@ -643,6 +724,14 @@ def _key_change(vault: Vault, args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_rotate_parser(key: _Commands) -> None:
+    rotate = key.add_parser("rotate", help="start a new data key for new writes")
+    rotate.add_argument("--reencrypt", action="store_true", help="also re-encrypt every current file under it")
+    rotate.add_argument(
+        "--actor", metavar="NAME", default="cli", help="recorded on the re-encryption's version (default cli)"
+    )
+
+
 def _key_rotate(vault: Vault, args: argparse.Namespace) -> int:
     if args.reencrypt:
         with ProgressBar("re-encrypt") as bar:
@@ -653,6 +742,11 @@ def _key_rotate(vault: Vault, args: argparse.Namespace) -> int:
         print(f"Started data key {info.id}: new versions use it.")
     print("Older data keys stay in the keyring to read the history.")
     return 0
+
+
+def _git_setup_parser(commands: _Commands) -> None:
+    setup = commands.add_parser("git-setup", help="let plain git show decrypted diffs to whoever has the key")
+    setup.add_argument("--key-file", dest="textconv_key_file", metavar="F", help="key file git should use")
 
 
 def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
@@ -666,6 +760,11 @@ def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
     print(f"git log -p and git diff on {args.vault} now show decrypted text to whoever has {holder};")
     print("everyone else sees the encrypted blobs.")
     return 0
+
+
+def _textconv_parser(commands: _Commands) -> None:
+    textconv = commands.add_parser("textconv", help="print a blob's decrypted text (run by git)")
+    textconv.add_argument("file")
 
 
 def _textconv(args: argparse.Namespace) -> int:
