@@ -326,3 +326,14 @@ def test_keyring_is_not_on_main_and_main_is_unborn_until_first_write(tmp_path: P
     Vault.init(folder, key=key)
     assert git(folder, "for-each-ref", "--format=%(refname)").split() == [KEYRING_REF]
     assert commit_count(folder) == 0
+
+
+def test_opening_a_regular_file_as_a_vault_says_it_is_a_file(tmp_path: Path, key: str) -> None:
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not a vault")
+    with pytest.raises(NotAVaultError) as info:
+        Vault.open(plain, key=key)
+    message = str(info.value)
+    assert message.startswith("Error: ") and "is a file, not a folder" in message, message
+    assert "no such folder" not in message
+    assert plain.read_text() == "not a vault"

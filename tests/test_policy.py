@@ -1157,3 +1157,11 @@ def test_a_refusal_never_repeats_the_secret_it_found(vault: Vault) -> None:
         assert "GitHub token" in str(info.value.content)
         assert token not in str(info.value.content)
     assert vault.history() == []
+
+
+@pytest.mark.parametrize("text", ["0d", "0", "0s", " 0 w "])
+def test_a_zero_duration_is_refused_with_the_rule_it_breaks(text: str) -> None:
+    """The message asks for what it accepts: a whole number of at least 1."""
+    with pytest.raises(VaultError) as info:
+        parse_duration(text)
+    assert "at least 1" in str(info.value), str(info.value)

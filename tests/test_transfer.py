@@ -1145,3 +1145,17 @@ def test_export_to_a_folder_named_memories_writes_into_it(vault: Vault, tmp_path
     assert disk_files(tmp_path / "memory") == {"/memories/a/b.txt": b"b\n"}
     with pytest.raises(AlreadyExistsError):
         vault.export_folder(tmp_path / "memory" / "memories")
+
+
+def test_cli_import_follows_a_lowered_policy_limit_when_no_option_is_given(
+    cli: Callable[..., Result], vault: Vault, vault_path: Path, tmp_path: Path
+) -> None:
+    """An option not given means the vault's policy, never a constant."""
+    assert cli("policy", "set", "max_file_bytes=1000").code == 0
+    source = tmp_path / "memory"
+    write(memories(source) / "big.txt", "y" * 50_000)
+    commits = commit_count(vault_path)
+    line = error_line(cli("import", source))
+    assert "larger than the file size limit of 1,000 bytes" in line
+    assert commit_count(vault_path) == commits
+    assert cli("import", source, "--max-file-bytes", "60000").code == 0  # given: the option decides

@@ -463,7 +463,7 @@ def _import_parser(commands: _Commands) -> None:
         "--replace", action="store_true", help="make the memory exactly the folder (default: add, refuse clashes)"
     )
     imp.add_argument(
-        "--max-file-bytes", metavar="N", type=int, default=102_400, help="largest file accepted (default 102400)"
+        "--max-file-bytes", metavar="N", type=int, help="largest file accepted (default: the vault's policy)"
     )
     _who(imp, "cli")
 

@@ -36,9 +36,14 @@ def parse_duration(value: object) -> int:
             raise VaultError("Error: a duration must be at least one second.")
         return value
     match = _DURATION.fullmatch(value) if isinstance(value, str) else None
-    if match is None or int(match.group(1)) < 1:
+    if match is None:
         raise VaultError(
             f"Error: {value!r} is not a duration; write a whole number with s, m, h, d or w, such as 30d or 12h."
+        )
+    if int(match.group(1)) < 1:
+        raise VaultError(
+            f"Error: {value!r} is not a duration of at least 1; write a whole number of at least 1 with s, m, h, d "
+            "or w, such as 30d or 12h."
         )
     return int(match.group(1)) * _UNITS[(match.group(2) or "s").lower()]
 

@@ -242,6 +242,8 @@ class Store:
         """Open an existing vault; a wrong key or a folder that is not a vault is
         one clear error here, before any other work."""
         folder = Path(path)
+        if folder.exists() and not folder.is_dir():
+            raise NotAVaultError(f"Error: {folder} is not a vault: it is a file, not a folder.")
         if not folder.is_dir():
             raise NotAVaultError(f"Error: {folder} is not a vault: no such folder. Create one with Vault.init.")
         try:
