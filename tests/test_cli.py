@@ -96,3 +96,23 @@ def test_key_file_must_be_private(tmp_path: Path) -> None:
     assert "chmod 600" in result.stderr
     key_file.chmod(0o600)
     assert run("--vault", str(tmp_path / "v"), "--key-file", str(key_file), "init").returncode == 0
+
+
+def test_global_options_work_after_the_command_too(tmp_path: Path) -> None:
+    """`vaultmem ls --vault X`, as git and gh take their options anywhere."""
+    key = generate_key()
+    vault = str(tmp_path / "agent.vault")
+    assert run("init", "--vault", vault, key=key).returncode == 0
+    create = {"command": "create", "path": "/memories/a.txt", "file_text": "a\n"}
+    assert run("call", json.dumps(create), "--vault", vault, key=key).returncode == 0
+    listed = run("ls", "--vault", vault, key=key)
+    assert (listed.returncode, listed.stderr) == (0, ""), listed.stderr
+    assert "/memories/a.txt" in listed.stdout
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    by_file = run("cat", "/memories/a.txt", "--key-file", str(key_file), "--vault", vault)
+    assert (by_file.returncode, by_file.stdout) == (0, "a\n"), by_file.stderr
+    # After the command wins over before it, as the later option does in git.
+    other = str(tmp_path / "other.vault")
+    assert run("--vault", other, "cat", "/memories/a.txt", "--vault", vault, key=key).stdout == "a\n"

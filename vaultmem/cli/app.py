@@ -69,13 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         "2 usage or vault errors",
     )
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
-    parser.add_argument(
-        "--vault", metavar="PATH", default=os.environ.get(ENV_VAULT), help=f"vault folder (or {ENV_VAULT})"
-    )
-    parser.add_argument("--key-file", metavar="FILE", help="file holding the key (mode 0600)")
-    parser.add_argument(
-        "--passphrase", action="store_true", help=f"use a passphrase: prompted for, or from {ENV_PASSPHRASE}"
-    )
+    _global_options(parser, os.environ.get(ENV_VAULT), None, False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _keygen_parser(commands)
     _init_parser(commands)
@@ -103,7 +97,40 @@ def build_parser() -> argparse.ArgumentParser:
     _chat_parser(commands)
     _git_setup_parser(commands)
     _textconv_parser(commands)
+    for command in _leaves(commands):
+        # Given after the command too (`vaultmem ls --vault X`), as git and gh
+        # take them; there, an option overrides the same option given before.
+        _global_options(command, argparse.SUPPRESS, argparse.SUPPRESS, argparse.SUPPRESS)
     return parser
+
+
+def _global_options(parser: argparse.ArgumentParser, vault: object, key_file: object, passphrase: object) -> None:
+    """The options every command takes, before or after its name."""
+    taken = set(parser._option_string_actions)
+    if "--vault" not in taken:
+        parser.add_argument("--vault", metavar="PATH", default=vault, help=f"vault folder (or {ENV_VAULT})")
+    if "--key-file" not in taken:  # git-setup's own --key-file names the key git should use
+        parser.add_argument("--key-file", metavar="FILE", default=key_file, help="file holding the key (mode 0600)")
+    if "--passphrase" not in taken:
+        parser.add_argument(
+            "--passphrase",
+            action="store_true",
+            default=passphrase,
+            help=f"use a passphrase: prompted for, or from {ENV_PASSPHRASE}",
+        )
+
+
+def _leaves(commands: _Commands) -> list[argparse.ArgumentParser]:
+    """Every command's parser, sub-commands (``key list``) included, groups left out."""
+    found: list[argparse.ArgumentParser] = []
+    for sub in dict.fromkeys(commands.choices.values()):
+        groups = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
+        if groups:
+            for group in groups:
+                found += _leaves(group)
+        else:
+            found.append(sub)
+    return found
 
 
 _Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"  # the sub-commands of a parser
