@@ -984,3 +984,29 @@ def test_textconv_never_prompts_even_on_a_terminal(story: Story, tmp_path: Path)
     assert proc.returncode == 0
     assert out == blob.read_bytes()
     assert b"assphrase" not in shown
+
+
+def test_show_of_a_rename_shows_a_rename(cli: Callable[..., Result], story: Story, tmp_path: Path) -> None:
+    """Not a delete and an add: the file moved, its text unchanged."""
+    vault = Vault.open(story.path, key=story.key)
+    tool = VaultMemoryTool(vault, actor="ops")
+    tool.call({"command": "rename", "old_path": "/memories/notes.txt", "new_path": "/memories/kept/notes.txt"})
+    vault.close()
+    result = cli("show", "main")
+    assert result.code == 0, result.err
+    assert result.out.endswith(
+        "path           /memories/notes.txt -> /memories/kept/notes.txt\n"
+        "\n"
+        "rename from memories/notes.txt\n"
+        "rename to memories/kept/notes.txt\n"
+    ), result.out
+    data = cli("show", "main", "--json").json()
+    assert data["changes"] == [
+        {
+            "path": "/memories/kept/notes.txt",
+            "status": "renamed",
+            "from": "/memories/notes.txt",
+            "old": "beta\n",
+            "new": "beta\n",
+        }
+    ]

@@ -11,6 +11,7 @@ import pytest
 from conftest import FakeClock, commit_count, git
 
 from vaultmem import InvalidPathError, NotFoundError, Vault, VaultError, VaultMemoryTool
+from vaultmem.ops.diff import FileChange, unified, with_renames
 
 
 def head(vault_path: Path) -> str:
@@ -421,3 +422,22 @@ def test_changes_from_the_empty_memory_list_every_file_of_a_version_as_added(vau
     found = vault.changes(None, "main~1")
     assert [(c.path, c.status, c.old, c.new) for c in found] == [("/memories/a.txt", "added", None, "one\n")]
     assert vault.diff(None, path="/memories/d") == "--- /dev/null\n+++ b/memories/d/b.txt\n@@ -0,0 +1 @@\n+two\n"
+
+
+def test_a_folder_rename_pairs_each_moved_file_and_keeps_other_changes() -> None:
+    found = [
+        FileChange("/memories/a/x.txt", "deleted", "x\n", None),
+        FileChange("/memories/a/y.txt", "deleted", "y\n", None),
+        FileChange("/memories/b/x.txt", "added", None, "x\n"),
+        FileChange("/memories/b/y.txt", "added", None, "y\n"),
+        FileChange("/memories/c.txt", "added", None, "c\n"),
+    ]
+    paired = with_renames(found, "/memories/a", "/memories/b")
+    assert [(c.path, c.status, c.moved_from) for c in paired] == [
+        ("/memories/b/x.txt", "renamed", "/memories/a/x.txt"),
+        ("/memories/b/y.txt", "renamed", "/memories/a/y.txt"),
+        ("/memories/c.txt", "added", None),
+    ]
+    assert unified(paired).startswith(
+        "rename from memories/a/x.txt\nrename to memories/b/x.txt\nrename from memories/a/y.txt\n"
+    )

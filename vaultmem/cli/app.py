@@ -35,6 +35,7 @@ from vaultmem.cli.progress import is_terminal as _is_terminal  # tests replace i
 from vaultmem.cli.render import NO_VERSION, change_data, log_lines, print_json, short, version_data, when, write_text
 from vaultmem.core.policy import Policy
 from vaultmem.errors import NotFoundError, VaultError
+from vaultmem.ops.diff import unified, with_renames
 
 if TYPE_CHECKING:
     from vaultmem.vault import Vault
@@ -377,8 +378,10 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
         parent: str | None = vault.resolve(version.id + "^").id
     except NotFoundError:
         parent = None  # the first version: everything in it was added
+    changes = vault.changes(parent, version.id)
+    if version.command == "rename" and len(version.paths) == 2:
+        changes = with_renames(changes, version.paths[0], version.paths[1])
     if args.json:
-        changes = vault.changes(parent, version.id)
         print_json({**version_data(version), "parent": parent, "changes": [change_data(c) for c in changes]})
         return 0
     fields = [
@@ -394,7 +397,7 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
         fields.append(("restored from", source))
     for label, value in fields:
         print(f"{label:<14} {value}")
-    diff = vault.diff(parent, version.id)
+    diff = unified(changes)
     if diff:
         print()
         write_text(diff)

@@ -45,7 +45,10 @@ def version_data(version: Version) -> dict[str, Any]:
 
 
 def change_data(change: FileChange) -> dict[str, Any]:
-    return {"path": change.path, "status": change.status, "old": change.old, "new": change.new}
+    data: dict[str, Any] = {"path": change.path, "status": change.status}
+    if change.moved_from is not None:
+        data["from"] = change.moved_from
+    return {**data, "old": change.old, "new": change.new}
 
 
 def log_lines(versions: Sequence[Version]) -> list[str]:

@@ -11,7 +11,7 @@ from vaultmem.core.paths import MemoryPath
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
 
-Status = Literal["added", "deleted", "modified"]
+Status = Literal["added", "deleted", "modified", "renamed"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,24 @@ class FileChange:
     status: Status
     old: str | None
     new: str | None
+    moved_from: str | None = None  # a renamed file's path before
+
+
+def with_renames(found: list[FileChange], old: str, new: str) -> list[FileChange]:
+    """``found`` with each file a rename of ``old`` to ``new`` (a file or a
+    folder) moved shown as one ``renamed`` change instead of a delete and an add."""
+    added = {c.path: c for c in found if c.status == "added"}
+    out: list[FileChange] = []
+    paired: set[str] = set()
+    for change in found:
+        if change.status == "deleted" and (change.path == old or change.path.startswith(old + "/")):
+            target = added.get(new + change.path[len(old) :])
+            if target is not None:
+                out.append(FileChange(target.path, "renamed", change.old, target.new, change.path))
+                paired.add(target.path)
+                continue
+        out.append(change)
+    return sorted((c for c in out if not (c.status == "added" and c.path in paired)), key=lambda c: c.path)
 
 
 def changes(a: Snapshot, b: Snapshot, path: MemoryPath) -> list[FileChange]:
@@ -69,6 +87,20 @@ def unified(found: list[FileChange]) -> str:
     parts: list[str] = []
     for change in found:
         name = change.path.lstrip("/")
+        if change.status == "renamed" and change.moved_from is not None:
+            before_name = change.moved_from.lstrip("/")
+            parts += [f"rename from {before_name}\n", f"rename to {name}\n"]
+            lines = list(
+                difflib.unified_diff(
+                    (change.old or "").splitlines(keepends=True),
+                    (change.new or "").splitlines(keepends=True),
+                    fromfile=f"a/{before_name}",
+                    tofile=f"b/{name}",
+                    n=3,
+                )
+            )
+            parts += [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
+            continue
         before = (change.old or "").splitlines(keepends=True)
         after = (change.new or "").splitlines(keepends=True)
         lines = list(
