@@ -521,3 +521,14 @@ def test_sdk_typed_commands_reach_the_vault(vault: Vault) -> None:
     assert viewed == "Here's the content of /memories/t.txt with line numbers:\n     1\ttyped"
     assert commit_count(vault.path) == 1
     assert [(v.command, v.actor, v.session) for v in vault.history()] == [("create", "support-bot", "typed")]
+
+
+def test_tool_error_is_importable_from_vaultmem_as_the_readme_uses_it(vault: Vault) -> None:
+    """The README says a call raises ToolError: it is the SDK's class, importable from vaultmem."""
+    from anthropic.lib.tools import ToolError as SdkToolError
+
+    from vaultmem import ToolError
+
+    assert ToolError is SdkToolError
+    with pytest.raises(ToolError, match="does not exist"):
+        VaultMemoryTool(vault).call({"command": "view", "path": "/memories/none.txt"})

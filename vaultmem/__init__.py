@@ -33,7 +33,7 @@ from vaultmem.repo.verify import Finding, VerifyReport
 from vaultmem.vault import Change, Entry, Vault
 
 if TYPE_CHECKING:
-    from vaultmem.anthropic.tool import AsyncVaultMemoryTool, VaultMemoryTool
+    from vaultmem.anthropic.tool import AsyncVaultMemoryTool, ToolError, VaultMemoryTool
 
 __version__ = "0.1.0"
 
@@ -43,10 +43,10 @@ _moved.install()  # the 0.1 module names, such as vaultmem.commits, still import
 def __getattr__(name: str) -> Any:
     # The tool classes import the Anthropic SDK (most of a second); commands
     # that never talk to Claude, such as git's textconv driver, skip it.
-    if name in ("VaultMemoryTool", "AsyncVaultMemoryTool"):
+    if name in ("VaultMemoryTool", "AsyncVaultMemoryTool", "ToolError"):
         from vaultmem.anthropic import tool
 
-        return getattr(tool, name)
+        return getattr(tool, name)  # ToolError: the SDK's, which the tool classes raise
     raise AttributeError(f"module 'vaultmem' has no attribute {name!r}")
 
 
@@ -72,6 +72,7 @@ __all__ = [
     "Policy",
     "PolicyVersion",
     "StaleFile",
+    "ToolError",
     "Vault",
     "VaultError",
     "VaultMemoryTool",

@@ -27,6 +27,8 @@ from vaultmem.errors import CommandError
 from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands
 from vaultmem.vault import Vault
 
+__all__ = ["AsyncVaultMemoryTool", "ToolError", "VaultMemoryTool"]
+
 if TYPE_CHECKING:
     from vaultmem.core.detectors import Detector
 
