@@ -1010,3 +1010,26 @@ def test_show_of_a_rename_shows_a_rename(cli: Callable[..., Result], story: Stor
             "new": "beta\n",
         }
     ]
+
+
+def test_a_key_protected_vault_never_asks_for_a_passphrase(
+    cli: Callable[..., Result], clean_env: pytest.MonkeyPatch
+) -> None:
+    """With no key set, on a terminal: the vault says it is protected by a key,
+    so the CLI says which key sources there are instead of prompting."""
+    clean_env.delenv("VAULTMEM_KEY")
+    asked: list[str] = []
+    clean_env.setattr("vaultmem.cli.app.getpass.getpass", lambda prompt="": asked.append(prompt) or "guess")
+    clean_env.setattr("vaultmem.cli.app._is_terminal", lambda stream: True)
+    result = cli("ls")
+    assert result.code == 2
+    line = one_error_line(result.err)
+    assert asked == []
+    assert "protected by a key" in line and "VAULTMEM_KEY" in line and "--key-file" in line, line
+
+
+def test_a_passphrase_vault_still_asks_on_a_terminal(tmp_path: Path, clean_env: pytest.MonkeyPatch, capsys) -> None:
+    Vault.init(tmp_path / "p.vault", passphrase="correct horse battery staple").close()
+    clean_env.setattr("vaultmem.cli.app.getpass.getpass", lambda prompt="": "correct horse battery staple")
+    clean_env.setattr("vaultmem.cli.app._is_terminal", lambda stream: True)
+    assert main(["--vault", str(tmp_path / "p.vault"), "ls"]) == 0

@@ -282,6 +282,11 @@ def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | N
         return {"key_file": fallback_key_file}
     if os.environ.get(ENV_PASSPHRASE):
         return {"passphrase": os.environ[ENV_PASSPHRASE]}
+    if not create:
+        from vaultmem.vault import Vault
+
+        if Vault.protection(args.vault) == "key":  # no passphrase opens it: asking for one would mislead
+            raise UsageError(f"no key given: {args.vault} is protected by a key; set {ENV_KEY} or use --key-file FILE.")
     if _is_terminal(sys.stdin):
         return {"passphrase": _ask_passphrase(args.vault, create)}
     raise UsageError(f"no key given: set {ENV_KEY}, use --key-file FILE, or --passphrase ({ENV_PASSPHRASE}).")

@@ -229,6 +229,22 @@ class Store:
             ) from err
         return vault
 
+    @staticmethod
+    def protection(path: str | os.PathLike[str]) -> str | None:
+        """How the vault at ``path`` is protected, read without a key: ``"key"``
+        or ``"passphrase"``; None when it is not a vault or its keyring cannot
+        be read (opening it then says why)."""
+        try:
+            repo = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+            ref = repo.references.get(KEYRING_REF)
+            if ref is None:
+                return None
+            protector = Keyring.parse(keyring_blob(repo, ref.target)).get("protector")
+        except (pygit2.GitError, VaultError, OSError, KeyError, ValueError):
+            return None
+        kind = protector.get("kind") if isinstance(protector, dict) else None
+        return kind if kind in ("key", "passphrase") else None
+
     @classmethod
     def open(
         cls,
