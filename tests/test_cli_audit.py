@@ -1033,3 +1033,19 @@ def test_a_passphrase_vault_still_asks_on_a_terminal(tmp_path: Path, clean_env: 
     clean_env.setattr("vaultmem.cli.app.getpass.getpass", lambda prompt="": "correct horse battery staple")
     clean_env.setattr("vaultmem.cli.app._is_terminal", lambda stream: True)
     assert main(["--vault", str(tmp_path / "p.vault"), "ls"]) == 0
+
+
+def test_call_does_not_load_the_anthropic_sdk(story: Story) -> None:
+    """`vaultmem call` runs the memory commands themselves (vaultmem.ops.memory):
+    scripts calling it many times do not pay the SDK's second of import."""
+    probe = (
+        "import sys\n"
+        "from vaultmem.cli import main\n"
+        f'code = main([\'--vault\', {str(story.path)!r}, \'call\', \'{{"command": "view", "path": "/memories"}}\'])\n'
+        "print(code, sum(m.split('.')[0] == 'anthropic' for m in sys.modules), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=_env(VAULTMEM_KEY=story.key), check=True
+    )
+    assert result.stderr.strip() == "0 0", result.stderr[-300:]  # exit code 0, no module of the SDK loaded
+    assert result.stdout.startswith("Here're the files and directories up to 2 levels deep in /memories")

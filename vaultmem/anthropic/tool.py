@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,17 +23,13 @@ from anthropic.types.beta import (
 
 from vaultmem.core.policy import Policy
 from vaultmem.errors import CommandError
-from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands
+from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands, new_session
 from vaultmem.vault import Vault
 
 __all__ = ["AsyncVaultMemoryTool", "ToolError", "VaultMemoryTool"]
 
 if TYPE_CHECKING:
     from vaultmem.core.detectors import Detector
-
-
-def _new_session() -> str:
-    return "sess-" + secrets.token_hex(6)
 
 
 class _VaultTool:
@@ -57,7 +52,7 @@ class _VaultTool:
         self.commands = MemoryCommands(
             vault,
             actor=actor,
-            session=session or _new_session(),
+            session=session or new_session(),
             max_file_bytes=max_file_bytes,
             view_cap=view_cap,
             policy=policy,

@@ -34,8 +34,9 @@ from vaultmem.cli.progress import ProgressBar
 from vaultmem.cli.progress import is_terminal as _is_terminal  # tests replace it here
 from vaultmem.cli.render import NO_VERSION, change_data, log_lines, print_json, short, version_data, when, write_text
 from vaultmem.core.policy import Policy
-from vaultmem.errors import NotFoundError, VaultError
+from vaultmem.errors import CommandError, NotFoundError, VaultError
 from vaultmem.ops.diff import unified, with_renames
+from vaultmem.ops.memory import MemoryCommands, new_session
 
 if TYPE_CHECKING:
     from vaultmem.vault import Vault
@@ -438,19 +439,16 @@ def _call_parser(commands: _Commands) -> None:
 
 
 def _call(vault: Vault, args: argparse.Namespace) -> int:
-    from anthropic.lib.tools import ToolError
-
-    from vaultmem.anthropic.tool import VaultMemoryTool
-
+    """The memory commands themselves (no SDK to load), as the tool runs them."""
     try:
         params = json.loads(args.input)
     except json.JSONDecodeError as err:
         raise UsageError(f"the tool input is not valid JSON: {err.msg}.") from err
-    tool = VaultMemoryTool(vault, actor=args.actor, session=args.session)
+    commands = MemoryCommands(vault, actor=args.actor, session=args.session or new_session())
     try:
-        print(tool.call(params))
-    except ToolError as err:
-        print(err.content if isinstance(err.content, str) else str(err))
+        print(commands.run(params))
+    except CommandError as err:
+        print(str(err))
         return 1
     return 0
 

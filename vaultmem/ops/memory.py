@@ -9,6 +9,7 @@ message is the tool result.  The SDK's tool classes
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -393,3 +394,8 @@ class MemoryCommands:
 
         self._commit(build)
         return f"Successfully renamed {old_shown} to {new_shown}"
+
+
+def new_session() -> str:
+    """A random session id, ``sess-`` and 12 hex digits (a tool given none gets one)."""
+    return "sess-" + secrets.token_hex(6)
