@@ -589,7 +589,7 @@ def test_a_wrong_key_exits_2_with_one_line(cli: Callable[..., Result], clean_env
         result = cli(*args)
         assert result.code == 2
         assert one_error_line(result.err) == (
-            "vaultmem: Error: the VAULTMEM_KEY environment variable given does not open this vault.\n"
+            "vaultmem: the VAULTMEM_KEY environment variable given does not open this vault.\n"
         )
 
 

@@ -345,7 +345,7 @@ def test_cli_import_of_a_file_named_with_a_line_breaking_character_is_refused(tm
 
     assert result.returncode == 2, result
     assert result.stdout == ""
-    assert result.stderr == f"vaultmem: Error: cannot import {name!r}: it is not a valid memory path ({rule}). " + (
+    assert result.stderr == f"vaultmem: cannot import {name!r}: it is not a valid memory path ({rule}). " + (
         "Nothing was imported.\n"
     ), result.stderr
     after = git(vault_path, "rev-list", "--count", "main").strip(), git(vault_path, "ls-tree", "-r", "main")

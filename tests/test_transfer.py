@@ -1000,7 +1000,7 @@ def cli(
 def error_line(result: Result) -> str:
     assert result.code == 2, result
     assert result.out == ""
-    assert result.err.startswith("vaultmem: Error: ") and result.err.endswith("\n"), result.err
+    assert result.err.startswith("vaultmem: ") and result.err.endswith("\n"), result.err
     assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
     return result.err
 
@@ -1049,7 +1049,7 @@ def test_cli_import_refusal_exits_2_with_one_error_line(
     write(memories(source) / "good.txt", "good\n")
     (source / "memories" / "link").symlink_to("/etc/passwd")
     err = error_line(cli("import", source))
-    assert err.startswith("vaultmem: Error: cannot import 'link': it is a symbolic link")
+    assert err.startswith("vaultmem: cannot import 'link': it is a symbolic link")
     assert err.endswith(NOTHING + "\n")
     assert commit_count(vault_path) == 0
 

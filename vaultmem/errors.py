@@ -7,9 +7,35 @@ right words; the message always says what to do next.
 
 from __future__ import annotations
 
+# What to do next, in the library's words.  An error names its next step by
+# one of these keys (``step``), so that the command line can say the same step
+# in its own words: its commands and flags (see ``vaultmem.cli.app``).
+STEPS = {
+    "create": "Create a vault there first.",
+    "versions": "The vault's history lists its versions.",
+    "use-key": "Open it with its key or key file, or set VAULTMEM_KEY.",
+    "give-key": "Give its key, a key file or its passphrase, or set VAULTMEM_KEY.",
+    "is-passphrase": "If it is a passphrase, open the vault with the passphrase instead.",
+}
+
 
 class VaultError(Exception):
-    """Base class for everything vaultmem raises on purpose."""
+    """Base class for everything vaultmem raises on purpose.
+
+    ``fact`` is what went wrong; ``step``, when set, names the next step (a
+    key of ``STEPS``), which ``str()`` appends in the library's words."""
+
+    def __init__(self, *args: object, step: str | None = None) -> None:
+        super().__init__(*args)
+        self.step = step if step in STEPS else None
+
+    @property
+    def fact(self) -> str:
+        return super().__str__()
+
+    def __str__(self) -> str:
+        fact = super().__str__()
+        return f"{fact} {STEPS[self.step]}" if self.step else fact
 
 
 class InvalidPathError(VaultError):

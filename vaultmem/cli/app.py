@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         return _fail(str(err))
     except VaultError as err:
-        return _fail(str(err))
+        return _fail(_in_cli_words(err))
     except OSError as err:
         if isinstance(err, BrokenPipeError):  # `vaultmem log | head`: the reader has what it wanted
             _silence_stdout()
@@ -241,8 +241,29 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _fail(message: str) -> int:
-    print("vaultmem: " + " ".join(message.split()), file=sys.stderr)
+    """One line on standard error, ``vaultmem: `` and the message (without the
+    ``Error:`` the memory tool's own messages start with)."""
+    text = " ".join(message.split()).removeprefix("Error: ")
+    if text[:2].istitle():  # "Nothing was written" reads "vaultmem: nothing was written", as git says it
+        text = text[0].lower() + text[1:]
+    print("vaultmem: " + text, file=sys.stderr)
     return 2
+
+
+# Each next step the library names (vaultmem.errors.STEPS), said with this
+# command's own commands, flags and variables.
+CLI_STEPS = {
+    "create": "Create one with `vaultmem init`.",
+    "versions": "List the versions with `vaultmem log`.",
+    "use-key": f"Set {ENV_KEY} or use --key-file FILE.",
+    "give-key": f"Set {ENV_KEY}, use --key-file FILE, or --passphrase ({ENV_PASSPHRASE}).",
+    "is-passphrase": f"If it is a passphrase, use --passphrase or {ENV_PASSPHRASE}.",
+}
+
+
+def _in_cli_words(err: VaultError) -> str:
+    step = CLI_STEPS.get(err.step or "")
+    return f"{err.fact} {step}" if step else str(err)
 
 
 def _silence_stdout() -> None:

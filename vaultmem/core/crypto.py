@@ -74,7 +74,7 @@ class UserKey:
     @classmethod
     def from_string(cls, key: str, source: str = "key") -> UserKey:
         if not isinstance(key, str):
-            raise BadKeyError("Error: the key must be a string from `vaultmem keygen` or generate_key().")
+            raise BadKeyError("Error: the key must be a string, such as `vaultmem keygen` prints.")
         try:
             raw = base64.urlsafe_b64decode(key.strip().encode("ascii"))
         except (ValueError, UnicodeEncodeError):
@@ -82,7 +82,8 @@ class UserKey:
         if len(raw) != 32:
             raise BadKeyError(
                 f"Error: the {source} is not a vaultmem key (expected the 44-character string that "
-                "`vaultmem keygen` prints); for a passphrase use passphrase= instead."
+                "`vaultmem keygen` prints).",
+                step="is-passphrase",
             )
         return cls(Fernet(base64.urlsafe_b64encode(raw)), source, _derive(raw, b"vaultmem keyring mac 1"))
 

@@ -155,7 +155,7 @@ class Store:
             if value is not None
         ]
         if len(given) > 1:
-            raise BadKeyError(f"Error: give only one of key=, key_file= or passphrase= (got {', '.join(given)}).")
+            raise BadKeyError(f"Error: give only one of a key, a key file and a passphrase (got {', '.join(given)}).")
         if key is not None:
             return UserKey.from_string(key)
         if key_file is not None:
@@ -164,14 +164,12 @@ class Store:
             if protector is None:
                 return UserKey.from_passphrase(passphrase, new_kdf_params())
             if protector.get("kind") != "passphrase":
-                raise BadKeyError(
-                    "Error: this vault is protected by a key, not a passphrase; give key= or set VAULTMEM_KEY."
-                )
+                raise BadKeyError("Error: this vault is protected by a key, not a passphrase.", step="use-key")
             return UserKey.from_passphrase(passphrase, protector)
         env = key_from_environment()
         if env is not None:
             return env
-        raise BadKeyError("Error: no key given: pass key=, key_file= or passphrase=, or set VAULTMEM_KEY.")
+        raise BadKeyError("Error: no key given.", step="give-key")
 
     @classmethod
     def init(
@@ -261,7 +259,7 @@ class Store:
         if folder.exists() and not folder.is_dir():
             raise NotAVaultError(f"Error: {folder} is not a vault: it is a file, not a folder.")
         if not folder.is_dir():
-            raise NotAVaultError(f"Error: {folder} is not a vault: no such folder. Create one with Vault.init.")
+            raise NotAVaultError(f"Error: {folder} is not a vault: no such folder.", step="create")
         try:
             repo = pygit2.Repository(str(folder), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except pygit2.GitError as err:
@@ -371,7 +369,7 @@ class Store:
         try:
             commit = self.repo.revparse_single(at.strip()).peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as err:
-            raise NotFoundError(f"Error: no version {at!r} in this vault; list versions with history().") from err
+            raise NotFoundError(f"Error: no version {at!r} in this vault.", step="versions") from err
         if head is None or not self._on_main(commit.id, head):
             raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")
         return commit
@@ -664,7 +662,7 @@ class Store:
         keyring is rewrapped: instant whatever the history's size."""
         given = [v for v in (key, key_file, passphrase) if v is not None]
         if len(given) != 1:
-            raise BadKeyError("Error: give exactly one of key=, key_file= or passphrase= for the new key.")
+            raise BadKeyError("Error: give exactly one new key, key file or passphrase.")
         protector: dict[str, Any] = {"kind": "key"}
         if passphrase is not None:
             protector = {"kind": "passphrase", **new_kdf_params()}
