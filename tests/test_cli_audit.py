@@ -566,17 +566,17 @@ def test_key_change_without_a_new_key_exits_2_and_changes_nothing(cli: Callable[
 def test_key_change_prompts_twice_for_a_new_passphrase(
     cli: Callable[..., Result], clean_env: pytest.MonkeyPatch
 ) -> None:
-    answers = iter(["first", "second"])
+    answers = iter(["first passphrase", "second passphrase"])
     clean_env.setattr("vaultmem.cli.app.getpass.getpass", lambda prompt="": next(answers))
     clean_env.setattr("vaultmem.cli.app._is_terminal", lambda stream: True)
     result = cli("key", "change")
     assert result.code == 2
     assert "passphrases differ" in one_error_line(result.err)
     assert cli("ls").code == 0  # the old key still opens it
-    answers = iter(["same", "same"])
+    answers = iter(["same passphrase", "same passphrase"])
     assert cli("key", "change").code == 0
     clean_env.delenv("VAULTMEM_KEY")
-    clean_env.setenv("VAULTMEM_PASSPHRASE", "same")
+    clean_env.setenv("VAULTMEM_PASSPHRASE", "same passphrase")
     assert cli("ls").code == 0
 
 
@@ -640,7 +640,7 @@ def test_usage_errors_exit_2_with_one_line(cli: Callable[..., Result], args: lis
 
 def test_a_passphrase_vault_through_the_environment(tmp_path: Path) -> None:
     vault = str(tmp_path / "p.vault")
-    env = {"VAULTMEM_PASSPHRASE": "open sesame"}
+    env = {"VAULTMEM_PASSPHRASE": "open sesame, please"}
     assert run("--vault", vault, "--passphrase", "init", env=env).returncode == 0
     create = json.dumps({"command": "create", "path": "/memories/a.txt", "file_text": "hello\n"})
     assert run("--vault", vault, "call", create, env=env).returncode == 0
@@ -747,7 +747,7 @@ def test_key_rotate_reencrypt_draws_a_progress_bar_on_a_terminal(story: Story) -
 
 def test_a_terminal_without_a_key_is_asked_for_the_passphrase(tmp_path: Path) -> None:
     vault = tmp_path / "p.vault"
-    with Vault.init(vault, passphrase="open sesame") as opened:
+    with Vault.init(vault, passphrase="open sesame, please") as opened:
         VaultMemoryTool(opened, actor="a", session="s").call(
             {"command": "create", "path": "/memories/a.txt", "file_text": "hello\n"}
         )
@@ -764,7 +764,7 @@ def test_a_terminal_without_a_key_is_asked_for_the_passphrase(tmp_path: Path) ->
     try:
         prompt = _read_all(master, until=lambda data: b": " in data)
         assert f"Passphrase for {vault}: ".encode() in prompt
-        os.write(master, b"open sesame\n")
+        os.write(master, b"open sesame, please\n")
         out, _ = proc.communicate(timeout=60)
     finally:
         os.close(master)
@@ -787,15 +787,15 @@ def test_init_with_passphrase_on_a_terminal_asks_twice(tmp_path: Path) -> None:
     try:
         first = _read_all(master, until=lambda data: b": " in data)
         assert f"New passphrase for {vault}: ".encode() in first
-        os.write(master, b"open sesame\n")
+        os.write(master, b"open sesame, please\n")
         second = _read_all(master, until=lambda data: b"Repeat the passphrase: " in data)
         assert b"Repeat the passphrase: " in second
-        os.write(master, b"open sesame\n")
+        os.write(master, b"open sesame, please\n")
         out, _ = proc.communicate(timeout=60)
     finally:
         os.close(master)
     assert (proc.returncode, out) == (0, f"Created an empty vault in {vault}.\n".encode())
-    Vault.open(vault, passphrase="open sesame").close()
+    Vault.open(vault, passphrase="open sesame, please").close()
 
 
 def test_progress_bar_renders_label_bar_and_counts() -> None:

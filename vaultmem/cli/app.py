@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         "2 usage or vault errors",
     )
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
-    _global_options(parser, os.environ.get(ENV_VAULT), None, False)
+    _global_options(parser, os.environ.get(ENV_VAULT), None, False, None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _keygen_parser(commands)
     _init_parser(commands)
@@ -102,11 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     for command in _leaves(commands):
         # Given after the command too (`vaultmem ls --vault X`), as git and gh
         # take them; there, an option overrides the same option given before.
-        _global_options(command, argparse.SUPPRESS, argparse.SUPPRESS, argparse.SUPPRESS)
+        _global_options(command, *[argparse.SUPPRESS] * 4)
     return parser
 
 
-def _global_options(parser: argparse.ArgumentParser, vault: object, key_file: object, passphrase: object) -> None:
+def _global_options(
+    parser: argparse.ArgumentParser, vault: object, key_file: object, passphrase: object, passphrase_file: object
+) -> None:
     """The options every command takes, before or after its name."""
     taken = set(parser._option_string_actions)
     if "--vault" not in taken:
@@ -118,7 +120,14 @@ def _global_options(parser: argparse.ArgumentParser, vault: object, key_file: ob
             "--passphrase",
             action="store_true",
             default=passphrase,
-            help=f"use a passphrase: prompted for, or from {ENV_PASSPHRASE}",
+            help=f"use a passphrase: from {ENV_PASSPHRASE}, else prompted for, or one line of a pipe",
+        )
+    if "--passphrase-file" not in taken:
+        parser.add_argument(
+            "--passphrase-file",
+            metavar="FILE",
+            default=passphrase_file,
+            help="file whose first line is the passphrase (mode 0600)",
         )
 
 
@@ -256,7 +265,7 @@ CLI_STEPS = {
     "create": "Create one with `vaultmem init`.",
     "versions": "List the versions with `vaultmem log`.",
     "use-key": f"Set {ENV_KEY} or use --key-file FILE.",
-    "give-key": f"Set {ENV_KEY}, use --key-file FILE, or --passphrase ({ENV_PASSPHRASE}).",
+    "give-key": f"Set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase or --passphrase-file FILE.",
     "is-passphrase": f"If it is a passphrase, use --passphrase or {ENV_PASSPHRASE}.",
 }
 
@@ -292,10 +301,23 @@ def _open(args: argparse.Namespace) -> Vault:
 def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | None = None) -> KeyArgs:
     """Which key opens the vault: --key-file, a passphrase asked for, VAULTMEM_KEY,
     VAULTMEM_PASSPHRASE, else a passphrase prompt if there is a terminal."""
-    if args.key_file and args.passphrase:
-        raise UsageError("give only one of --key-file and --passphrase.")
+    given = [
+        name
+        for name, value in (
+            ("--key-file", args.key_file),
+            ("--passphrase", args.passphrase),
+            ("--passphrase-file", args.passphrase_file),
+        )
+        if value
+    ]
+    if len(given) > 1:
+        raise UsageError(f"give only one of {' and '.join(given)}.")
     if args.key_file:
         return {"key_file": args.key_file}
+    if args.passphrase_file:
+        from vaultmem.core.crypto import read_passphrase_file
+
+        return {"passphrase": read_passphrase_file(args.passphrase_file)}
     if args.passphrase:
         return {"passphrase": os.environ.get(ENV_PASSPHRASE) or _ask_passphrase(args.vault, create)}
     if os.environ.get(ENV_KEY):
@@ -315,10 +337,21 @@ def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | N
 
 
 def _ask_passphrase(vault: str, twice: bool) -> str:
+    """A passphrase typed at a terminal (twice for a new one), or else the
+    first line of standard input (a pipe: ``pass show x | vaultmem ...``)."""
+    if not _is_terminal(sys.stdin):
+        line = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+        if not line:
+            raise UsageError("no passphrase on standard input: its first line is read as the passphrase.")
+        return line
     try:
         first = getpass.getpass(f"{'New passphrase' if twice else 'Passphrase'} for {vault}: ")
-        if twice and getpass.getpass("Repeat the passphrase: ") != first:
-            raise UsageError("the two passphrases differ; nothing was changed.")
+        if twice:
+            from vaultmem.core.crypto import check_new_passphrase
+
+            check_new_passphrase(first)  # before asking again
+            if getpass.getpass("Repeat the passphrase: ") != first:
+                raise UsageError("the two passphrases differ; nothing was changed.")
     except EOFError as err:
         raise UsageError("no passphrase given.") from err
     return first
@@ -757,12 +790,22 @@ def _key_list(vault: Vault, args: argparse.Namespace) -> int:
 def _key_change_parser(key: _Commands) -> None:
     change = key.add_parser("change", help="rewrap the data keys under a new key or passphrase")
     change.add_argument("--new-key-file", metavar="F", help=f"the new key's file (or {ENV_NEW_KEY} / a new passphrase)")
+    change.add_argument(
+        "--new-passphrase-file",
+        metavar="F",
+        help=f"file whose first line is the new passphrase (or {ENV_NEW_PASSPHRASE})",
+    )
 
 
 def _key_change(vault: Vault, args: argparse.Namespace) -> int:
     if args.new_key_file:
         vault.change_key(key_file=args.new_key_file)
         what = f"the key in {args.new_key_file}"
+    elif args.new_passphrase_file:
+        from vaultmem.core.crypto import read_passphrase_file
+
+        vault.change_key(passphrase=read_passphrase_file(args.new_passphrase_file))
+        what = "the new passphrase"
     elif os.environ.get(ENV_NEW_KEY):
         vault.change_key(key=os.environ[ENV_NEW_KEY])
         what = f"the key in {ENV_NEW_KEY}"
@@ -773,7 +816,10 @@ def _key_change(vault: Vault, args: argparse.Namespace) -> int:
         vault.change_key(passphrase=_ask_passphrase(str(vault.path), twice=True))
         what = "the new passphrase"
     else:
-        raise UsageError(f"no new key given: use --new-key-file F, or set {ENV_NEW_KEY} or {ENV_NEW_PASSPHRASE}.")
+        raise UsageError(
+            f"no new key given: use --new-key-file F or --new-passphrase-file F, or set {ENV_NEW_KEY} or "
+            f"{ENV_NEW_PASSPHRASE}."
+        )
     print(f"The vault now opens with {what} only; the old key no longer opens it.")
     return 0
 

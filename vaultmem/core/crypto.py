@@ -103,21 +103,56 @@ def new_kdf_params() -> dict[str, Any]:
     return {"kdf": "scrypt", "salt": _b64(secrets.token_bytes(16)), "n": SCRYPT_N, "r": SCRYPT_R, "p": SCRYPT_P}
 
 
-def read_key_file(path: str | os.PathLike[str]) -> UserKey:
-    """Load a user key from a file, refusing one that others could read."""
+# The rule a new passphrase meets (``check_new_passphrase``).  A vault's
+# passphrase guards every memory it will ever hold, and scrypt slows a
+# guesser down but cannot save a short or repetitive one.
+PASSPHRASE_MIN_LENGTH = 12
+PASSPHRASE_MIN_DIFFERENT = 6
+
+
+def check_new_passphrase(passphrase: object) -> None:
+    """Refuse a new passphrase too weak to protect a vault, saying the rule.
+    Opening a vault never checks: a vault keeps the passphrase it was given."""
+    if not isinstance(passphrase, str) or not passphrase:
+        raise BadKeyError("Error: the passphrase must be a non-empty string.")
+    if len(passphrase) < PASSPHRASE_MIN_LENGTH or len(set(passphrase)) < PASSPHRASE_MIN_DIFFERENT:
+        raise BadKeyError(
+            f"Error: the passphrase is too weak to protect a vault: use at least {PASSPHRASE_MIN_LENGTH} "
+            f"characters, at least {PASSPHRASE_MIN_DIFFERENT} of them different (a few random words work well)."
+        )
+
+
+def read_secret_file(path: str | os.PathLike[str], what: str) -> str:
+    """The text of a key or passphrase file, refusing one that others could read."""
     try:
         st = os.stat(path)
     except OSError as err:
-        raise BadKeyError(f"Error: cannot read the key file: {err.strerror}.") from err
+        raise BadKeyError(f"Error: cannot read the {what}: {err.strerror}.") from err
     if not stat.S_ISREG(st.st_mode):
-        raise BadKeyError("Error: the key file is not a regular file.")
+        raise BadKeyError(f"Error: the {what} is not a regular file.")
     if st.st_mode & 0o077:
         raise BadKeyError(
-            f"Error: the key file is readable by others (mode {stat.S_IMODE(st.st_mode):04o}); "
+            f"Error: the {what} is readable by others (mode {stat.S_IMODE(st.st_mode):04o}); "
             "run `chmod 600` on it first."
         )
-    with open(path, encoding="ascii", errors="replace") as fh:
-        return UserKey.from_string(fh.read(), source="key file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadKeyError(f"Error: cannot read the {what}: it is not readable UTF-8 text.") from err
+
+
+def read_key_file(path: str | os.PathLike[str]) -> UserKey:
+    """Load a user key from a file, refusing one that others could read."""
+    return UserKey.from_string(read_secret_file(path, "key file"), source="key file")
+
+
+def read_passphrase_file(path: str | os.PathLike[str]) -> str:
+    """A passphrase from the first line of a file (mode 0600, as a key file)."""
+    lines = read_secret_file(path, "passphrase file").splitlines()
+    if not lines or not lines[0]:
+        raise BadKeyError("Error: the passphrase file is empty: its first line is the passphrase.")
+    return lines[0]
 
 
 def key_from_environment(environ: Mapping[str, str] | None = None) -> UserKey | None:

@@ -21,7 +21,14 @@ from typing import Any, Self
 import pygit2
 
 from vaultmem.core import paths
-from vaultmem.core.crypto import Keyring, UserKey, key_from_environment, new_kdf_params, read_key_file
+from vaultmem.core.crypto import (
+    Keyring,
+    UserKey,
+    check_new_passphrase,
+    key_from_environment,
+    new_kdf_params,
+    read_key_file,
+)
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import Policy
 from vaultmem.core.values import is_int
@@ -187,6 +194,7 @@ class Store:
             raise VaultError(f"Error: {folder} exists and is not an empty folder; choose a new folder for the vault.")
         protector: dict[str, Any] = {"kind": "key"}
         if passphrase is not None and key is None and key_file is None:
+            check_new_passphrase(passphrase)
             protector = {"kind": "passphrase", **new_kdf_params()}
             user_key = UserKey.from_passphrase(passphrase, protector)
         else:
@@ -665,6 +673,7 @@ class Store:
             raise BadKeyError("Error: give exactly one new key, key file or passphrase.")
         protector: dict[str, Any] = {"kind": "key"}
         if passphrase is not None:
+            check_new_passphrase(passphrase)
             protector = {"kind": "passphrase", **new_kdf_params()}
             new_key = UserKey.from_passphrase(passphrase, protector)
         else:
