@@ -830,31 +830,65 @@ def test_progress_bar_redraws_one_line_and_ends_it() -> None:
 # -- git: the textconv driver ----------------------------------------------------------
 
 
-def test_git_setup_records_a_textconv_command_for_this_vault(story: Story, tmp_path: Path) -> None:
+def test_git_setup_records_a_driver_that_names_no_vault_path(story: Story, tmp_path: Path) -> None:
+    """git runs the driver inside the repository it reads: the driver finds the
+    vault there, so a moved vault keeps working (issue 15, defect 8)."""
     result = run("--vault", str(story.path), "git-setup", env={"VAULTMEM_KEY": story.key}, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     command = git(story.path, "config", "diff.vaultmem.textconv").strip()
-    assert shlex.split(command) == [
-        sys.executable,
-        "-P",  # git runs it inside the vault, whose `vaultmem` folder must not shadow the package
-        "-m",
-        "vaultmem",
-        "--vault",
-        str(story.path.resolve()),
-        "textconv",
-    ]
+    assert str(story.path) not in command and str(story.path.resolve()) not in command
+    assert f"{shlex.quote(sys.executable)} -P -m vaultmem" in command  # this interpreter first
+    assert " vaultmem textconv " in command  # then `vaultmem` on git's PATH
     assert git(story.path, "config", "diff.vaultmem.cachetextconv").strip() == "false"
     assert "memories/** diff=vaultmem" in (story.path / "info" / "attributes").read_text()
 
 
-def test_git_setup_with_a_relative_vault_records_absolute_paths(story: Story, tmp_path: Path) -> None:
+def test_git_setup_with_a_relative_key_file_records_its_absolute_path(story: Story, tmp_path: Path) -> None:
     key_file = tmp_path / "vault.key"
     key_file.write_text(story.key)
     key_file.chmod(0o600)
     result = run("--vault", "agent.vault", "git-setup", "--key-file", "vault.key", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    command = shlex.split(git(story.path, "config", "diff.vaultmem.textconv"))
-    assert command[4:] == ["--vault", str(story.path.resolve()), "--key-file", str(key_file.resolve()), "textconv"]
+    command = git(story.path, "config", "diff.vaultmem.textconv")
+    assert f"--key-file {shlex.quote(str(key_file.resolve()))} textconv" in command
+
+
+def test_a_moved_vault_still_decrypts_in_git_log_p(story: Story, tmp_path: Path) -> None:
+    assert run("--vault", str(story.path), "git-setup", env={"VAULTMEM_KEY": story.key}).returncode == 0
+    moved = tmp_path / "elsewhere" / "moved.vault"
+    moved.parent.mkdir()
+    story.path.rename(moved)
+    shown = git_log_p(moved, {"VAULTMEM_KEY": story.key})
+    assert "-alpha\n+beta\n" in shown
+    assert "vaultmem-blob 1" not in shown
+
+
+def test_without_vaultmem_where_git_runs_git_still_works_and_says_why(story: Story, tmp_path: Path) -> None:
+    """The interpreter git-setup recorded is gone and no `vaultmem` is on git's
+    PATH: git exits 0 and each side of the diff says it was not decrypted."""
+    interpreter = tmp_path / "gone" / "python3"
+    interpreter.parent.mkdir()
+    interpreter.symlink_to(sys.executable)
+    setup = subprocess.run(
+        [str(interpreter), "-m", "vaultmem", "--vault", str(story.path), "git-setup"],
+        capture_output=True,
+        text=True,
+        env=_env(VAULTMEM_KEY=story.key),
+        timeout=120,
+        check=False,
+    )
+    assert setup.returncode == 0, setup.stderr
+    assert str(interpreter) in git(story.path, "config", "diff.vaultmem.textconv")
+    interpreter.unlink()  # the environment was removed
+    env = _env(VAULTMEM_KEY=story.key, PATH="/usr/bin:/bin")
+    result = subprocess.run(
+        ["git", "-C", str(story.path), "log", "-p"], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    markers = re.findall(r"^[+-]\[vaultmem: .*\]$", result.stdout, re.M)
+    assert markers and all("not decrypted" in m and "vaultmem is not installed" in m for m in markers), result.stdout
+    assert re.search(r"^\+vaultmem-blob 1 [0-9a-f]{16} 5$", result.stdout, re.M)  # the changes stay visible
+    assert "alpha" not in result.stdout
 
 
 def git_log_p(vault_path: Path, env: dict[str, str], *args: str) -> str:
@@ -883,6 +917,7 @@ def test_after_git_setup_plain_git_log_p_decrypts_for_the_key_holder_only(story:
     assert ACME.strip() not in without
     assert "alpha" not in without and "beta" not in without
     assert re.search(r"^\+vaultmem-blob 1 [0-9a-f]{16} 5$", without, re.M)
+    assert re.search(r"^\+\[vaultmem: not decrypted: no key given here opens this vault.*\]$", without, re.M)
 
     wrong = git_log_p(story.path, {"VAULTMEM_KEY": generate_key()})
     assert wrong == without
@@ -921,8 +956,21 @@ def test_textconv_prints_the_decrypted_blob(story: Story, tmp_path: Path) -> Non
     assert (result.returncode, result.stdout, result.stderr) == (0, "beta\n", "")
 
 
-@pytest.mark.parametrize("case", ["no key", "wrong key", "not a blob", "no vault", "damaged blob"])
-def test_textconv_prints_what_it_cannot_decrypt_unchanged_and_exits_0(story: Story, tmp_path: Path, case: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "marker"),
+    [
+        ("no key", b"[vaultmem: not decrypted: no key given here opens this vault"),
+        ("wrong key", b"[vaultmem: not decrypted: no key given here opens this vault"),
+        ("not a blob", b""),  # not encrypted: shown as it is
+        ("no vault", b"[vaultmem: not decrypted: "),
+        ("damaged blob", b"[vaultmem: not decrypted: the blob failed its integrity check"),
+    ],
+)
+def test_textconv_says_what_it_cannot_decrypt_and_exits_0(
+    story: Story, tmp_path: Path, case: str, marker: bytes
+) -> None:
+    """One marker line, then the bytes unchanged: git never breaks, and never
+    shows ciphertext without saying why."""
     blob_bytes = subprocess.run(
         ["git", "-C", str(story.path), "cat-file", "blob", "main:memories/notes.txt"], capture_output=True, check=True
     ).stdout
@@ -942,7 +990,13 @@ def test_textconv_prints_what_it_cannot_decrypt_unchanged_and_exits_0(story: Sto
         check=False,
         timeout=60,
     )
-    assert (result.returncode, result.stdout, result.stderr) == (0, data, b"")
+    assert (result.returncode, result.stderr) == (0, b"")
+    if not marker:
+        assert result.stdout == data
+    else:
+        first, rest = result.stdout.split(b"\n", 1)
+        assert first.startswith(marker) and first.endswith(b"]"), first
+        assert rest == data
 
 
 def test_textconv_does_not_load_the_anthropic_sdk(story: Story, tmp_path: Path) -> None:
@@ -982,7 +1036,7 @@ def test_textconv_never_prompts_even_on_a_terminal(story: Story, tmp_path: Path)
     finally:
         os.close(master)
     assert proc.returncode == 0
-    assert out == blob.read_bytes()
+    assert out.endswith(b"\n" + blob.read_bytes()) and out.startswith(b"[vaultmem: not decrypted")
     assert b"assphrase" not in shown
 
 

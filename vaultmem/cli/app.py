@@ -850,16 +850,34 @@ def _git_setup_parser(commands: _Commands) -> None:
 
 
 def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
-    # git runs the driver inside the vault, whose `vaultmem` state folder would
-    # shadow the package if the current folder were put on sys.path (-P: it is not).
-    command = [sys.executable, "-P", "-m", "vaultmem", "--vault", str(Path(args.vault).resolve())]
-    if args.textconv_key_file:
-        command += ["--key-file", str(Path(args.textconv_key_file).resolve())]
-    vault.configure_textconv(shlex.join([*command, "textconv"]))
+    key_file = ["--key-file", str(Path(args.textconv_key_file).resolve())] if args.textconv_key_file else []
+    vault.configure_textconv(textconv_command(sys.executable, key_file))
     holder = f"the key file {args.textconv_key_file} or {ENV_KEY}" if args.textconv_key_file else ENV_KEY
     print(f"git log -p and git diff on {args.vault} now show decrypted text to whoever has {holder};")
     print("everyone else sees the encrypted blobs.")
     return 0
+
+
+NOT_INSTALLED = "[vaultmem: not decrypted: vaultmem is not installed where git runs; run `vaultmem git-setup` again]"
+
+
+def textconv_command(interpreter: str, options: list[str]) -> str:
+    """The shell command git runs on each side of a diff (git appends the
+    file).  It names no vault: git runs it inside the repository it reads,
+    so a moved vault keeps working.  It tries the interpreter that ran
+    ``git-setup`` (``-P``: the vault's ``vaultmem`` state folder must not
+    shadow the package), then ``vaultmem`` on git's PATH; with neither, it
+    prints a one-line marker and the file unchanged.  It always exits 0, so
+    git never breaks and never shows ciphertext without saying why."""
+    python = shlex.quote(interpreter)
+    rest = shlex.join([*options, "textconv"])
+    return (
+        "vaultmem_textconv() { "
+        f'{{ [ -x {python} ] && {python} -P -m vaultmem {rest} "$1" 2>/dev/null; }} || '
+        f'{{ command -v vaultmem >/dev/null 2>&1 && vaultmem {rest} "$1" 2>/dev/null; }} || '
+        f'{{ printf "%s\\n" {shlex.quote(NOT_INSTALLED)}; cat "$1"; }}; '
+        "}; vaultmem_textconv"
+    )
 
 
 def _textconv_parser(commands: _Commands) -> None:
@@ -868,24 +886,34 @@ def _textconv_parser(commands: _Commands) -> None:
 
 
 def _textconv(args: argparse.Namespace) -> int:
-    """Run by git on one side of a diff: the blob's text, or the file unchanged."""
+    """Run by git on one side of a diff: the blob's text; or, when it cannot
+    be decrypted here, one marker line saying why and the file unchanged.  A
+    file that is not a vaultmem blob is printed as it is."""
     with open(args.file, "rb") as fh:
         data = fh.read()
-    text = _decrypt_for_git(args.vault, args.key_file, data)
-    if text is None:
-        sys.stdout.buffer.write(data)
-    else:
+    # git runs the driver in the repository it reads and exports GIT_DIR:
+    # that is the vault, wherever it was when `git-setup` ran.
+    vault_path = os.environ.get("GIT_DIR") or args.vault or "."
+    text, why = _decrypt_for_git(vault_path, args.key_file, data)
+    if text is not None:
         sys.stdout.write(text)
+    else:
+        if why:
+            sys.stdout.write(f"[vaultmem: not decrypted: {why}]\n")
+            sys.stdout.flush()
+        sys.stdout.buffer.write(data)
     sys.stdout.flush()
     return 0
 
 
-def _decrypt_for_git(vault_path: str | None, key_file: str | None, data: bytes) -> str | None:
-    """Try each key source that needs no prompt; None when none of them opens the blob."""
+def _decrypt_for_git(vault_path: str, key_file: str | None, data: bytes) -> tuple[str | None, str]:
+    """The blob's text, or None and why not ("" when it is no vaultmem blob).
+    Tries each key source that needs no prompt."""
     from vaultmem.core.crypto import BLOB_MAGIC
+    from vaultmem.errors import IntegrityError, NotAVaultError, WrongKeyError
 
-    if not vault_path or not data.startswith(BLOB_MAGIC + b" "):
-        return None
+    if not data.startswith(BLOB_MAGIC + b" "):
+        return None, ""
     from vaultmem.vault import Vault
 
     sources: list[KeyArgs] = []
@@ -895,13 +923,18 @@ def _decrypt_for_git(vault_path: str | None, key_file: str | None, data: bytes) 
         sources.append({"key": os.environ[ENV_KEY]})
     if os.environ.get(ENV_PASSPHRASE):
         sources.append({"passphrase": os.environ[ENV_PASSPHRASE]})
+    why = f"no key given here opens this vault (set {ENV_KEY} or {ENV_PASSPHRASE}, or run `vaultmem git-setup --key-file F`)"
     for source in sources:
         try:
             with Vault.open(vault_path, **source) as vault:
-                return vault.decrypt_blob(data)[1]
-        except VaultError:
+                return vault.decrypt_blob(data)[1], ""
+        except NotAVaultError:
+            return None, f"{os.path.abspath(vault_path)} is not a vault this vaultmem reads"
+        except IntegrityError:
+            return None, "the blob failed its integrity check (run `vaultmem verify`)"
+        except (WrongKeyError, VaultError):
             continue
-    return None
+    return None, why
 
 
 COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
