@@ -923,7 +923,10 @@ def _decrypt_for_git(vault_path: str, key_file: str | None, data: bytes) -> tupl
         sources.append({"key": os.environ[ENV_KEY]})
     if os.environ.get(ENV_PASSPHRASE):
         sources.append({"passphrase": os.environ[ENV_PASSPHRASE]})
-    why = f"no key given here opens this vault (set {ENV_KEY} or {ENV_PASSPHRASE}, or run `vaultmem git-setup --key-file F`)"
+    why = (
+        f"no key given here opens this vault (set {ENV_KEY} or {ENV_PASSPHRASE}, "
+        "or run `vaultmem git-setup --key-file F`)"
+    )
     for source in sources:
         try:
             with Vault.open(vault_path, **source) as vault:
