@@ -318,8 +318,8 @@ def test_the_audit_guide_shows_real_output(tmp_path: Path, now: str, zone: str) 
 @pytest.mark.parametrize("zone", ZONES)
 def test_vaultmem_reads_a_time_without_a_zone_as_utc_in_every_zone(tmp_path: Path, zone: str) -> None:
     """Unlike git, vaultmem's ``--since``/``--until`` do not move with the local
-    zone: a time without a zone is UTC, and a date alone is its midnight (never
-    the current time of day)."""
+    zone: a time without a zone is UTC, and a date alone is that whole day in
+    UTC (never the current time of day)."""
     key = generate_key()
     build_example(tmp_path / "support.vault", key)
     env = doc_environment(tmp_path, key, {"TZ": zone})
@@ -336,7 +336,8 @@ def test_vaultmem_reads_a_time_without_a_zone_as_utc_in_every_zone(tmp_path: Pat
         "2026-11-04T14:30:00Z",
     ]
     assert log("--since", "2026-11-04", "--until", "2026-11-04 23:59:59") == zoned
-    assert log("--since", "2026-11-04 00:00", "--until", "2026-11-05") == zoned
+    assert log("--since", "2026-11-04", "--until", "2026-11-04") == zoned  # a date alone: the whole day
+    assert log("--since", "2026-11-04 00:00", "--until", "2026-11-05 00:00") == zoned
     assert log("--since", "2026-11-04T14:30:00", "--until", "2026-11-04 16:21:10") == zoned
 
 

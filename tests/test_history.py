@@ -182,11 +182,13 @@ def test_since_a_date_starts_at_midnight_utc(vault: Vault, log: dict[str, str]) 
     assert names(log, vault.history(since="2026-11-02")) == ["c6", "c5"]
 
 
-def test_until_a_date_keeps_earlier_days_and_drops_later_ones(vault: Vault, log: dict[str, str]) -> None:
-    found = names(log, vault.history(until="2026-11-01"))
-    assert {"c1", "c2"} <= set(found)
-    assert not {"c5", "c6"} & set(found)
-    assert found == sorted(found, reverse=True)
+def test_until_a_date_includes_that_whole_day(vault: Vault, log: dict[str, str]) -> None:
+    """``until="2026-11-01"`` means through the end of that day (UTC), never
+    its midnight, which would silently drop the day itself."""
+    assert names(log, vault.history(until="2026-11-01")) == ["c4", "c3", "c2", "c1"]
+    assert names(log, vault.history(until="2026-10-31")) == ["c1"]
+    assert names(log, vault.history(since="2026-11-01", until="2026-11-01")) == ["c4", "c3", "c2"]
+    assert names(log, vault.history(until="2026-11-01 00:00")) == ["c2", "c1"]  # a time is that moment
 
 
 def test_since_and_until_together_bound_a_window(vault: Vault, log: dict[str, str]) -> None:

@@ -5,8 +5,9 @@ seal header, the filters a history walk applies, and how times are read
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from vaultmem.core.paths import MemoryPath
@@ -115,15 +116,19 @@ def split_seal(raw_commit: bytes) -> tuple[bytes, bytes | None]:
     return b"\n".join(kept) + sep + message, seal
 
 
-def parse_when(value: datetime | str, name: str = "time") -> datetime:
+def parse_when(value: datetime | str, name: str = "time", *, end_of_day: bool = False) -> datetime:
     """A point in time: a datetime, or ISO 8601 text (``2026-11-01 09:00``,
     ``2026-11-01``, ``2026-11-01T09:00:00+01:00``); without a zone it is UTC,
-    the zone every vault commit is recorded in."""
+    the zone every vault commit is recorded in.  A date alone is its start,
+    or with ``end_of_day`` (an upper bound) its last moment, so that
+    ``until="2026-11-01"`` keeps that whole day."""
     if isinstance(value, datetime):
         when = value
     elif isinstance(value, str):
         try:
             when = datetime.fromisoformat(value.strip())
+            if end_of_day and re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", value.strip()):
+                when += timedelta(days=1, microseconds=-1)
         except ValueError:
             raise VaultError(
                 f"Error: cannot read the {name} {value!r}; give an ISO 8601 time such as "

@@ -551,7 +551,7 @@ class Store:
         filters = Filters(
             path=paths.parse(path) if path is not None else None,
             since=parse_when(since, "since time") if since is not None else None,
-            until=parse_when(until, "until time") if until is not None else None,
+            until=parse_when(until, "until time", end_of_day=True) if until is not None else None,
             actor=actor,
             session=session,
             command=command,
