@@ -361,3 +361,38 @@ def test_demo_runs_as_a_process_with_no_key_and_no_network(tmp_path: Path) -> No
     key = demo.key_file_for(folder).read_text().strip()
     with Vault.open(folder, key=key) as vault:
         assert vault.read(demo.CUSTOMER) == FINAL_CUSTOMER
+
+
+# -- the example vault of docs/audit.md ----------------------------------------------
+
+
+def test_demo_example_builds_the_audit_guides_vault_with_a_private_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--example", str(tmp_path / "here")]) == 0
+    out = capsys.readouterr().out
+    vault_path, key_path = tmp_path / "here" / "support.vault", tmp_path / "here" / "support.vault.key"
+    assert f"export VAULTMEM_KEY=$(cat {key_path.name})" in out
+    assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
+    with Vault.open(vault_path, key_file=key_path) as vault:
+        versions = vault.history()
+        assert len(versions) == 9
+        assert {v.session for v in versions} == {f"sess-010{n}" for n in range(1, 6)}
+        assert "mallory@example.net" in vault.read("/memories/notes/override.md")
+    assert commit_count(vault_path) == 9
+
+
+def test_demo_example_never_builds_over_anything(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--example", str(tmp_path)]) == 0
+    key_before = (tmp_path / "support.vault.key").read_text()
+    head_before = git(tmp_path / "support.vault", "rev-parse", "main")
+    capsys.readouterr()
+    assert main(["demo", "--example", str(tmp_path)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert (tmp_path / "support.vault.key").read_text() == key_before
+    assert git(tmp_path / "support.vault", "rev-parse", "main") == head_before
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "support.vault.key").write_text("mine\n")
+    assert main(["demo", "--example", str(tmp_path / "other")]) == 2
+    assert (tmp_path / "other" / "support.vault.key").read_text() == "mine\n"
+    assert not (tmp_path / "other" / "support.vault").exists()

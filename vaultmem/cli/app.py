@@ -172,6 +172,25 @@ def _policy_parser(commands: _Commands) -> _Commands:
 def _demo_parser(commands: _Commands) -> None:
     demo = commands.add_parser("demo", help="an offline agent session against the vault, Claude's turns replayed")
     demo.add_argument("folder", metavar="FOLDER", nargs="?", help="keep the demo vault here (key in FOLDER.key)")
+    demo.add_argument(
+        "--example",
+        metavar="DIR",
+        help="instead, build docs/audit.md's example: DIR/support.vault, its key in DIR/support.vault.key",
+    )
+
+
+def _example(args: argparse.Namespace) -> int:
+    from vaultmem.cli import example
+    from vaultmem.core.crypto import generate_key
+
+    if args.folder:
+        raise UsageError("give either FOLDER (the demo) or --example DIR, not both.")
+    vault_path, key_path = example.build_in(args.example, generate_key())
+    print(f"Built the example vault of docs/audit.md in {vault_path}, its key in {key_path} (mode 0600).")
+    print("Use it from that folder with:")
+    print(f"  export VAULTMEM_VAULT={shlex.quote(vault_path.name)}")
+    print(f"  export VAULTMEM_KEY=$(cat {shlex.quote(key_path.name)})")
+    return 0
 
 
 def _at(sub: argparse.ArgumentParser) -> None:
@@ -219,6 +238,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "textconv":
         return _textconv(args)
+    if args.command == "demo" and args.example:
+        return _example(args)
     if args.command == "demo":
         from vaultmem.cli import demo
 
