@@ -45,6 +45,28 @@ def _fail(message: str) -> CommandError:
     return CommandError(message)
 
 
+# What an error repeats of the model's own input, at most (characters): the
+# model sent it and does not need it back whole, and a 5 MB echo would cost a
+# turn's context as an uncapped view would.  Shorter input is echoed exactly.
+ECHO_CAP = 1_000
+
+
+def _echo(text: str) -> str:
+    """``text`` as an error repeats it: whole up to ``ECHO_CAP`` characters,
+    else its start and how long it was."""
+    if len(text) <= ECHO_CAP:
+        return text
+    return f"{text[:ECHO_CAP]}... [{len(text):,} characters in all; the first {ECHO_CAP:,} shown]"
+
+
+LINES_CAP = 100  # line numbers an error lists at most
+
+
+def _lines(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:LINES_CAP]))
+    return shown if len(numbers) <= LINES_CAP else f"{shown}, ... [{len(numbers):,} in all]"
+
+
 def _type_name(value: object) -> str:
     names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
     return "null" if value is None else names.get(type(value), type(value).__name__)
@@ -59,13 +81,15 @@ def parse_input(raw: object) -> dict[str, Any]:
         raise _fail("Error: the memory tool input must be a JSON object with a `command` field.")
     command = raw.get("command")
     if not isinstance(command, str) or command not in _SCHEMA:
-        shown = f"`{command}`" if isinstance(command, str) else "missing" if command is None else _type_name(command)
+        shown = (
+            f"`{_echo(command)}`" if isinstance(command, str) else "missing" if command is None else _type_name(command)
+        )
         raise _fail(f"Error: Unknown command {shown}. Use one of: {', '.join(_SCHEMA)}.")
     schema = _SCHEMA[command]
     for name in raw:
         if name != "command" and name not in schema:
             raise _fail(
-                f"Error: Unexpected parameter `{name}` for command `{command}`. "
+                f"Error: Unexpected parameter `{_echo(str(name))}` for command `{command}`. "
                 f"It takes: {', '.join(f'`{p}`' for p in schema)}."
             )
     params: dict[str, Any] = {"command": command}
@@ -304,11 +328,11 @@ class MemoryCommands:
             content = snap.read_text(path)
             where = text.match_lines(content, old)
             if not where:
-                raise _fail(f"No replacement was performed, old_str `{old}` did not appear verbatim in {shown}.")
+                raise _fail(f"No replacement was performed, old_str `{_echo(old)}` did not appear verbatim in {shown}.")
             if len(where) > 1:
                 raise _fail(
-                    f"No replacement was performed. Multiple occurrences of old_str `{old}` in lines: "
-                    f"{', '.join(map(str, where))}. Please ensure it is unique"
+                    f"No replacement was performed. Multiple occurrences of old_str `{_echo(old)}` in lines: "
+                    f"{_lines(where)}. Please ensure it is unique"
                 )
             pos = content.find(old)
             updated = content[:pos] + new + content[pos + len(old) :]
