@@ -20,9 +20,11 @@ blob it cannot decrypt unchanged.
 from __future__ import annotations
 
 import argparse
+import difflib
 import getpass
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -55,7 +57,38 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse would print usage and exit
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
+        raise UsageError(_with_suggestion(self, message))
+
+
+def _with_suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's complaint, said as git says it, with the closest command or
+    option when one is close (``Did you mean `log`?``)."""
+    see = f"(see `{parser.prog} --help`)"
+    choice = re.match(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$", message, re.S)
+    if choice is not None:
+        given, names = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        close = difflib.get_close_matches(given, names, n=1, cutoff=0.6)
+        hint = f" It takes {', '.join(names)}." if len(names) <= 6 else ""
+        if close:
+            hint = f" Did you mean `{close[0]}`?"
+        return f"'{given}' is not a {parser.prog} command.{hint} {see}"
+    unknown = re.match(r"unrecognized arguments: (.*)$", message, re.S)
+    if unknown is not None:
+        first = unknown.group(1).split()[0]
+        close = difflib.get_close_matches(first.split("=")[0], _all_options(parser), n=1, cutoff=0.6)
+        hint = f" Did you mean `{close[0]}`?" if close and first.startswith("-") else ""
+        return f"{message}.{hint} {see}"
+    return f"{message} {see}"
+
+
+def _all_options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option string of the parser and of its sub-commands."""
+    found = [o for a in parser._actions for o in a.option_strings]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _all_options(sub)
+    return sorted(set(found))
 
 
 # -- the command line ----------------------------------------------------------
@@ -99,11 +132,68 @@ def build_parser() -> argparse.ArgumentParser:
     _chat_parser(commands)
     _git_setup_parser(commands)
     _textconv_parser(commands)
-    for command in _leaves(commands):
+    for name, command, purpose in _named_leaves(parser):
         # Given after the command too (`vaultmem ls --vault X`), as git and gh
         # take them; there, an option overrides the same option given before.
         _global_options(command, *[argparse.SUPPRESS] * 4)
+        command.description = purpose[:1].upper() + purpose[1:] + "."
+        command.epilog = (EPILOGS.get(name, "") + "\n\n" if name in EPILOGS else "") + f"example:\n  {EXAMPLES[name]}"
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+# One example a command, shown at the end of its --help (each parses: tested).
+EXAMPLES = {
+    "keygen": "vaultmem keygen",
+    "init": "vaultmem init --vault agent.vault --passphrase",
+    "call": """vaultmem call '{"command": "view", "path": "/memories"}'""",
+    "ls": "vaultmem ls /memories/customers --at main~3",
+    "cat": "vaultmem cat /memories/notes.txt --at '2026-11-04 12:00'",
+    "log": "vaultmem log /memories/customers --actor support-bot --since 2026-11-04",
+    "show": "vaultmem show main",
+    "diff": "vaultmem diff main~3 main --path /memories/policies",
+    "restore": "vaultmem restore 5ac6c9bb78 --path /memories/policies/refunds.md --actor ops-alice",
+    "undo": "vaultmem undo 2 --actor ops-alice",
+    "verify": "vaultmem verify --json",
+    "key list": "vaultmem key list",
+    "key change": "vaultmem key change --new-key-file new.key",
+    "key rotate": "vaultmem key rotate --reencrypt",
+    "import": "vaultmem import ./sdk-memory --actor ops-alice",
+    "export": "vaultmem export ./plain --at main~1",
+    "expire": "vaultmem expire --unread-for 90d --dry-run",
+    "policy show": "vaultmem policy show --json",
+    "policy set": "vaultmem policy set secrets=refuse max_files=500 expire_after=90d --actor ops-alice",
+    "policy log": "vaultmem policy log",
+    "demo": "vaultmem demo ./demo.vault",
+    "chat": "vaultmem chat --topic 'support tickets' --session ticket-4411",
+    "git-setup": "vaultmem git-setup --key-file vault.key",
+    "textconv": "vaultmem textconv blob.txt",
+}
+
+EPILOGS = {
+    "policy set": "fields:\n"
+    "  secrets=off|redact|refuse   what a write holding a secret or personal data gets\n"
+    "  personal_data=true|false    also look for personal data (e-mail addresses, phone numbers)\n"
+    '  patterns=JSON               more detectors: {"kind": "regular expression"}\n'
+    "  max_file_bytes=N            the largest file, in bytes of UTF-8 (default 102400)\n"
+    "  max_vault_bytes=N|null      the most bytes the memory may hold\n"
+    "  max_files=N|null            the most files the memory may hold\n"
+    "  expire_after=DURATION|null  `vaultmem expire` deletes files unread this long, such as 90d",
+}
+
+
+def _named_leaves(parser: argparse.ArgumentParser, prefix: str = "") -> list[tuple[str, argparse.ArgumentParser, str]]:
+    """(name, parser, one-line purpose) of every command, sub-commands (``key list``) included."""
+    found: list[tuple[str, argparse.ArgumentParser, str]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            purposes = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                    found += _named_leaves(sub, f"{prefix}{name} ")
+                else:
+                    found.append((f"{prefix}{name}", sub, purposes.get(name, "")))
+    return found
 
 
 def _global_options(
@@ -129,19 +219,6 @@ def _global_options(
             default=passphrase_file,
             help="file whose first line is the passphrase (mode 0600)",
         )
-
-
-def _leaves(commands: _Commands) -> list[argparse.ArgumentParser]:
-    """Every command's parser, sub-commands (``key list``) included, groups left out."""
-    found: list[argparse.ArgumentParser] = []
-    for sub in dict.fromkeys(commands.choices.values()):
-        groups = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
-        if groups:
-            for group in groups:
-                found += _leaves(group)
-        else:
-            found.append(sub)
-    return found
 
 
 _Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"  # the sub-commands of a parser
@@ -402,7 +479,7 @@ def _ls(vault: Vault, args: argparse.Namespace) -> int:
 
 def _cat_parser(commands: _Commands) -> None:
     cat = commands.add_parser("cat", help="print a memory file")
-    cat.add_argument("path")
+    cat.add_argument("path", help="the memory file, such as /memories/notes.txt")
     _at(cat)
     _json(cat)
 
@@ -449,7 +526,7 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
 
 def _show_parser(commands: _Commands) -> None:
     show = commands.add_parser("show", help="one version: who, when, what, and its decrypted diff")
-    show.add_argument("version")
+    show.add_argument("version", help="a version id (or a prefix), a revision such as main~2, or a time")
     _json(show)
 
 
@@ -487,8 +564,8 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
 
 def _diff_parser(commands: _Commands) -> None:
     diff = commands.add_parser("diff", help="decrypted diff between two versions (B defaults to the latest)")
-    diff.add_argument("a", metavar="A")
-    diff.add_argument("b", metavar="B", nargs="?")
+    diff.add_argument("a", metavar="A", help="the older version: an id, a revision such as main~2, or a time")
+    diff.add_argument("b", metavar="B", nargs="?", help="the newer version (default: the latest)")
     diff.add_argument("--path", metavar="P", help="only this file or folder")
     _json(diff)
 
@@ -692,7 +769,9 @@ def _policy_show(vault: Vault, args: argparse.Namespace) -> int:
 
 def _policy_set_parser(policy: _Commands) -> None:
     policy_set = policy.add_parser("set", help="change fields, e.g. secrets=refuse max_files=500 expire_after=30d")
-    policy_set.add_argument("changes", metavar="FIELD=VALUE", nargs="*")
+    policy_set.add_argument(
+        "changes", metavar="FIELD=VALUE", nargs="*", help="a field and its new value (fields below)"
+    )
     policy_set.add_argument(
         "--reset", action="store_true", help="start from the defaults, not the stored policy (repairs a damaged one)"
     )
@@ -903,7 +982,7 @@ def textconv_command(interpreter: str, options: list[str]) -> str:
 
 def _textconv_parser(commands: _Commands) -> None:
     textconv = commands.add_parser("textconv", help="print a blob's decrypted text (run by git)")
-    textconv.add_argument("file")
+    textconv.add_argument("file", help="the file git hands over: one side of a diff")
 
 
 def _textconv(args: argparse.Namespace) -> int:
