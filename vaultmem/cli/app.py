@@ -225,11 +225,11 @@ _Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"  # the sub-commands
 
 
 def _keygen_parser(commands: _Commands) -> None:
-    commands.add_parser("keygen", help="print a new random key")
+    _json(commands.add_parser("keygen", help="print a new random key"))
 
 
 def _init_parser(commands: _Commands) -> None:
-    commands.add_parser("init", help="create a new, empty vault")
+    _json(commands.add_parser("init", help="create a new, empty vault"))
 
 
 def _key_parser(commands: _Commands) -> _Commands:
@@ -311,7 +311,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "keygen":
         from vaultmem.core.crypto import generate_key
 
-        print(generate_key())
+        key = generate_key()
+        if args.json:
+            print_json({"key": key})
+        else:
+            print(key)
         return 0
     if args.command == "textconv":
         return _textconv(args)
@@ -335,8 +339,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "init":
         from vaultmem.vault import Vault
 
-        Vault.init(args.vault, **_key_args(args, create=True)).close()
-        print(f"Created an empty vault in {args.vault}.")
+        source = _key_args(args, create=True)
+        Vault.init(args.vault, **source).close()
+        if args.json:
+            print_json({"vault": str(Path(args.vault).resolve()), "protection": _protection(source)})
+        else:
+            print(f"Created an empty vault in {args.vault}.")
         return 0
     with _open(args) as vault:
         name = {
@@ -432,6 +440,11 @@ def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | N
     if _is_terminal(sys.stdin):
         return {"passphrase": _ask_passphrase(args.vault, create)}
     raise UsageError(f"no key given: set {ENV_KEY}, use --key-file FILE, or --passphrase ({ENV_PASSPHRASE}).")
+
+
+def _protection(source: KeyArgs) -> str:
+    """What protects a vault opened or made with ``source``: a key or a passphrase."""
+    return "passphrase" if "passphrase" in source else "key"
 
 
 def _ask_passphrase(vault: str, twice: bool) -> str:
@@ -588,6 +601,7 @@ def _call_parser(commands: _Commands) -> None:
     call = commands.add_parser("call", help="run one memory tool call, given as JSON")
     call.add_argument("input", help='the tool input, e.g. \'{"command": "view", "path": "/memories"}\'')
     _who(call, "cli")
+    _json(call)
 
 
 def _call(vault: Vault, args: argparse.Namespace) -> int:
@@ -597,12 +611,18 @@ def _call(vault: Vault, args: argparse.Namespace) -> int:
     except json.JSONDecodeError as err:
         raise UsageError(f"the tool input is not valid JSON: {err.msg}.") from err
     commands = MemoryCommands(vault, actor=args.actor, session=args.session or new_session())
+    before = vault.head()
     try:
-        print(commands.run(params))
+        result, ok = commands.run(params), True
     except CommandError as err:
-        print(str(err))
-        return 1
-    return 0
+        result, ok = str(err), False
+    if args.json:
+        after = vault.head()
+        made = str(after) if after is not None and after != before else None
+        print_json({"ok": ok, "result": result, "version": made})
+    else:
+        print(result)
+    return 0 if ok else 1
 
 
 def _restore_parser(commands: _Commands) -> None:
@@ -610,13 +630,16 @@ def _restore_parser(commands: _Commands) -> None:
     restore.add_argument("at", metavar="AT", help="a version id, a git revision such as main~2, or a time")
     restore.add_argument("--path", metavar="P", help="restore only this file or folder")
     _who(restore, "cli")
+    _json(restore)
 
 
 def _restore(vault: Vault, args: argparse.Namespace) -> int:
     source = vault.resolve(args.at)
     what = args.path or "the memory"
     new = vault.restore(source.id, args.path, actor=args.actor, session=args.session)
-    if new is None:
+    if args.json:
+        print_json({"from": source.id, "path": args.path, "version": new.id if new else None})
+    elif new is None:
         print(f"Nothing to restore: {what} is already as it was at {short(source.id)}.")
     else:
         print(f"Restored {what} as it was at {short(source.id)}: new version {short(new.id)}.")
@@ -627,12 +650,16 @@ def _undo_parser(commands: _Commands) -> None:
     undo = commands.add_parser("undo", help="make the memory as it was N versions ago, as a new version")
     undo.add_argument("n", metavar="N", nargs="?", type=int, default=1, help="how many versions back (default 1)")
     _who(undo, "cli")
+    _json(undo)
 
 
 def _undo(vault: Vault, args: argparse.Namespace) -> int:
     new = vault.undo(args.n, actor=args.actor, session=args.session)
     last = "the last version" if args.n == 1 else f"the last {args.n} versions"
-    if new is None:
+    if args.json:
+        restored = new.restored_from if new and new.restored_from != NO_VERSION else None
+        print_json({"undone": args.n, "version": new.id if new else None, "as_at": restored})
+    elif new is None:
         print(f"Nothing to undo: undoing {last} would not change the memory.")
     elif new.restored_from and new.restored_from != NO_VERSION:
         print(f"Undid {last}: the memory is as it was at {short(new.restored_from)}, new version {short(new.id)}.")
@@ -651,6 +678,7 @@ def _import_parser(commands: _Commands) -> None:
         "--max-file-bytes", metavar="N", type=int, help="largest file accepted (default: the vault's policy)"
     )
     _who(imp, "cli")
+    _json(imp)
 
 
 def _import(vault: Vault, args: argparse.Namespace) -> int:
@@ -658,6 +686,17 @@ def _import(vault: Vault, args: argparse.Namespace) -> int:
         args.folder, replace=args.replace, actor=args.actor, session=args.session, max_file_bytes=args.max_file_bytes
     )
     source = Path(args.folder) / "memories"
+    if args.json:
+        print_json(
+            {
+                "version": result.version.id if result.version else None,
+                "files": result.files,
+                "bytes": result.bytes,
+                "empty_folders": list(result.empty_folders),
+                "redacted": {path: list(kinds) for path, kinds in result.redacted.items()},
+            }
+        )
+        return 0
     if result.version is None:
         print(f"Nothing to import: {source} holds no files." if not args.replace else "Nothing changed.")
     else:
@@ -672,10 +711,16 @@ def _export_parser(commands: _Commands) -> None:
     exp = commands.add_parser("export", help="write the memory as plaintext files to FOLDER/memories")
     exp.add_argument("folder", metavar="FOLDER", help="created if missing; FOLDER/memories must not exist")
     _at(exp)
+    _json(exp)
 
 
 def _export(vault: Vault, args: argparse.Namespace) -> int:
     result = vault.export_folder(args.folder, at=args.at)
+    if args.json:
+        print_json(
+            {"version": result.version, "folder": str(result.folder), "files": result.files, "bytes": result.bytes}
+        )
+        return 0
     files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
     print(f"Exported {files} of version {short(result.version)} to {result.folder}.")
     print("These files are PLAINTEXT (mode 0600): delete them when you are done.")
@@ -776,6 +821,7 @@ def _policy_set_parser(policy: _Commands) -> None:
         "--reset", action="store_true", help="start from the defaults, not the stored policy (repairs a damaged one)"
     )
     _who(policy_set, "cli")
+    _json(policy_set)
 
 
 def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
@@ -795,6 +841,10 @@ def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
         before = Policy()
     after = vault.set_policy(actor=args.actor, session=args.session, reset=args.reset, **changes)
     changed = after.changed_fields(before)
+    if args.json:
+        old, new = before.to_dict(), after.to_dict()
+        print_json({"changed": {name: {"from": old[name], "to": new[name]} for name in changed}, "policy": new})
+        return 0
     if not changed:
         print("Nothing changed: the policy already says that.")
     for name in changed:
@@ -895,6 +945,7 @@ def _key_change_parser(key: _Commands) -> None:
         metavar="F",
         help=f"file whose first line is the new passphrase (or {ENV_NEW_PASSPHRASE})",
     )
+    _json(change)
 
 
 def _key_change(vault: Vault, args: argparse.Namespace) -> int:
@@ -920,7 +971,10 @@ def _key_change(vault: Vault, args: argparse.Namespace) -> int:
             f"no new key given: use --new-key-file F or --new-passphrase-file F, or set {ENV_NEW_KEY} or "
             f"{ENV_NEW_PASSPHRASE}."
         )
-    print(f"The vault now opens with {what} only; the old key no longer opens it.")
+    if args.json:
+        print_json({"protection": "passphrase" if what == "the new passphrase" else "key", "opens_with": what})
+    else:
+        print(f"The vault now opens with {what} only; the old key no longer opens it.")
     return 0
 
 
@@ -930,15 +984,24 @@ def _key_rotate_parser(key: _Commands) -> None:
     rotate.add_argument(
         "--actor", metavar="NAME", default="cli", help="recorded on the re-encryption's version (default cli)"
     )
+    _json(rotate)
 
 
 def _key_rotate(vault: Vault, args: argparse.Namespace) -> int:
+    before = vault.head()
     if args.reencrypt:
         with ProgressBar("re-encrypt") as bar:
             info = vault.rotate_key(reencrypt=True, actor=args.actor, progress=bar)
-        print(f"Started data key {info.id} and re-encrypted every current file with it.")
     else:
         info = vault.rotate_key(actor=args.actor)
+    if args.json:
+        after = vault.head()
+        made = str(after) if after is not None and after != before else None
+        print_json({"key": info.id, "created": when(info.created), "reencrypted": args.reencrypt, "version": made})
+        return 0
+    if args.reencrypt:
+        print(f"Started data key {info.id} and re-encrypted every current file with it.")
+    else:
         print(f"Started data key {info.id}: new versions use it.")
     print("Older data keys stay in the keyring to read the history.")
     return 0
@@ -947,11 +1010,16 @@ def _key_rotate(vault: Vault, args: argparse.Namespace) -> int:
 def _git_setup_parser(commands: _Commands) -> None:
     setup = commands.add_parser("git-setup", help="let plain git show decrypted diffs to whoever has the key")
     setup.add_argument("--key-file", dest="textconv_key_file", metavar="F", help="key file git should use")
+    _json(setup)
 
 
 def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
     key_file = ["--key-file", str(Path(args.textconv_key_file).resolve())] if args.textconv_key_file else []
-    vault.configure_textconv(textconv_command(sys.executable, key_file))
+    command = textconv_command(sys.executable, key_file)
+    vault.configure_textconv(command)
+    if args.json:
+        print_json({"textconv": command, "key_file": key_file[1] if key_file else None})
+        return 0
     holder = f"the key file {args.textconv_key_file} or {ENV_KEY}" if args.textconv_key_file else ENV_KEY
     print(f"git log -p and git diff on {args.vault} now show decrypted text to whoever has {holder};")
     print("everyone else sees the encrypted blobs.")
