@@ -34,7 +34,23 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 from vaultmem.anthropic.agent import DEFAULT_MODEL
 from vaultmem.cli.progress import ProgressBar
 from vaultmem.cli.progress import is_terminal as _is_terminal  # tests replace it here
-from vaultmem.cli.render import NO_VERSION, change_data, log_lines, print_json, short, version_data, when, write_text
+from vaultmem.cli.render import (
+    GREEN,
+    NO_VERSION,
+    RED,
+    YELLOW,
+    change_data,
+    colour_on,
+    log_lines,
+    paint,
+    painted_diff,
+    painted_log_line,
+    print_json,
+    short,
+    version_data,
+    when,
+    write_text,
+)
 from vaultmem.core.policy import Policy
 from vaultmem.errors import CommandError, NotFoundError, VaultError
 from vaultmem.ops.diff import unified, with_renames
@@ -532,8 +548,9 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
     if args.json:
         print_json([version_data(v) for v in versions])
     else:
+        on = colour_on(sys.stdout)
         for line in log_lines(versions):
-            print(line)
+            print(painted_log_line(line, on))
     return 0
 
 
@@ -566,12 +583,13 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
     if version.restored_from:
         source = "the empty memory" if version.restored_from == NO_VERSION else version.restored_from
         fields.append(("restored from", source))
+    on = colour_on(sys.stdout)
     for label, value in fields:
-        print(f"{label:<14} {value}")
+        print(f"{label:<14} {paint(value, YELLOW, on) if label == 'version' else value}")
     diff = unified(changes)
     if diff:
         print()
-        write_text(diff)
+        write_text(painted_diff(diff, on))
     return 0
 
 
@@ -590,7 +608,7 @@ def _diff(vault: Vault, args: argparse.Namespace) -> int:
         changes = vault.changes(a, b, path=args.path)
         print_json({"from": a, "to": b, "changes": [change_data(c) for c in changes]})
     else:
-        write_text(vault.diff(args.a, args.b, path=args.path))
+        write_text(painted_diff(vault.diff(args.a, args.b, path=args.path), colour_on(sys.stdout)))
     return 0
 
 
@@ -913,13 +931,14 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
         counts = {"commits": report.commits, "blobs": report.blobs, "trees": report.trees}
         print_json({"ok": report.ok, **counts, "findings": findings})
     else:
+        on = colour_on(sys.stdout)
         for f in report.findings:
             where = " ".join(part for part in (f.version and short(f.version), f.path) if part)
-            print(f"{f.kind}: {where + ': ' if where else ''}{f.detail}")
+            print(f"{paint(f.kind + ':', RED, on)} {where + ': ' if where else ''}{f.detail}")
         checked = f"{report.commits} versions, {report.blobs} file versions and {report.trees} trees"
         problems = len(report.findings)
         verdict = "no problems found" if report.ok else f"{problems} problem{'s' if problems != 1 else ''} found"
-        print(f"Checked {checked}: {verdict}.")
+        print(f"Checked {checked}: {paint(verdict, GREEN if report.ok else RED, on)}.")
     return 0 if report.ok else 1
 
 

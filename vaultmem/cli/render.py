@@ -3,16 +3,58 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TextIO
 
+from vaultmem.cli import progress
 from vaultmem.core.versions import Version
 from vaultmem.ops.diff import FileChange
 
 SHORT = 10  # hex digits of a version id shown to people; any unambiguous prefix is accepted back
 NO_VERSION = "0" * 40  # what an undo back past the first version was restored from: the empty memory
+
+
+# Colour, as git shows it: on a terminal only, never on a pipe or a file,
+# and never when NO_COLOR is set (https://no-color.org) or TERM is dumb.
+YELLOW, GREEN, RED, CYAN, BOLD = "33", "32", "31", "36", "1"
+
+
+def colour_on(stream: TextIO) -> bool:
+    """Whether output to ``stream`` gets colour."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return progress.is_terminal(stream)
+
+
+def paint(text: str, code: str, on: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[m" if on and text else text
+
+
+def painted_log_line(line: str, on: bool) -> str:
+    """A ``log_lines`` row with its version id in yellow, as ``git log`` shows ids."""
+    return paint(line[:SHORT], YELLOW, on) + line[SHORT:]
+
+
+def painted_diff(text: str, on: bool) -> str:
+    """A unified diff with added lines green, removed red, hunks cyan and file headers bold."""
+    if not on:
+        return text
+    out = []
+    for line in text.splitlines(keepends=True):
+        body, end = (line[:-1], "\n") if line.endswith("\n") else (line, "")
+        if body.startswith(("diff --git ", "--- ", "+++ ", "rename from ", "rename to ", "new file", "deleted file")):
+            body = paint(body, BOLD, on)
+        elif body.startswith("@@"):
+            body = paint(body, CYAN, on)
+        elif body.startswith("+"):
+            body = paint(body, GREEN, on)
+        elif body.startswith("-"):
+            body = paint(body, RED, on)
+        out.append(body + end)
+    return "".join(out)
 
 
 def when(moment: datetime) -> str:
