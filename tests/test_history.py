@@ -246,7 +246,7 @@ def test_path_filter_for_a_file_and_for_a_folder(vault: Vault, log: dict[str, st
 @pytest.mark.parametrize(
     "bounds",
     [
-        {"since": "yesterday"},
+        {"since": "the day after never"},
         {"since": "2026-13-01"},
         {"until": "11/01/2026"},
         {"until": "2026-11-01 25:00"},

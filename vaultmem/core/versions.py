@@ -6,9 +6,10 @@ seal header, the filters a history walk applies, and how times are read
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from typing import Any, Protocol
 
 from vaultmem.core.paths import MemoryPath
 from vaultmem.errors import VaultError
@@ -116,12 +117,15 @@ def split_seal(raw_commit: bytes) -> tuple[bytes, bytes | None]:
     return b"\n".join(kept) + sep + message, seal
 
 
-def parse_when(value: datetime | str, name: str = "time", *, end_of_day: bool = False) -> datetime:
-    """A point in time: a datetime, or ISO 8601 text (``2026-11-01 09:00``,
-    ``2026-11-01``, ``2026-11-01T09:00:00+01:00``); without a zone it is UTC,
-    the zone every vault commit is recorded in.  A date alone is its start,
-    or with ``end_of_day`` (an upper bound) its last moment, so that
-    ``until="2026-11-01"`` keeps that whole day."""
+def parse_when(
+    value: datetime | str, name: str = "time", *, end_of_day: bool = False, now: float | None = None
+) -> datetime:
+    """A point in time: a datetime, ISO 8601 text (``2026-11-01 09:00``,
+    ``2026-11-01``, ``2026-11-01T09:00:00+01:00``) or English words relative
+    to ``now`` (``2 days ago``, ``yesterday 14:00``; see :func:`parse_words`).
+    Without a zone it is UTC, the zone every vault commit is recorded in.  A
+    date alone is its start, or with ``end_of_day`` (an upper bound) its last
+    moment, so that ``until="2026-11-01"`` keeps that whole day."""
     if isinstance(value, datetime):
         when = value
     elif isinstance(value, str):
@@ -130,13 +134,38 @@ def parse_when(value: datetime | str, name: str = "time", *, end_of_day: bool = 
             if end_of_day and re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", value.strip()):
                 when += timedelta(days=1, microseconds=-1)
         except ValueError:
-            raise VaultError(
-                f"Error: cannot read the {name} {value!r}; give an ISO 8601 time such as "
-                "2026-11-01 09:00 (UTC unless an offset such as +01:00 is given)."
-            ) from None
+            words = parse_words(value, time.time() if now is None else now)
+            if words is None:
+                raise VaultError(
+                    f"Error: cannot read the {name} {value!r}; give an ISO 8601 time such as "
+                    "2026-11-01 09:00 (UTC unless an offset such as +01:00 is given), or words such as "
+                    "'2 days ago' or 'yesterday 14:00'."
+                ) from None
+            when = words
     else:
         raise VaultError(f"Error: the {name} must be a datetime or an ISO 8601 string.")
     return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+def parse_words(text: str, now: float) -> datetime | None:
+    """English words for a time, relative to ``now`` and in UTC: ``2 days
+    ago``, ``3 hours ago``, ``yesterday 14:00``, ``last monday``, ``a week
+    ago``; None when the text names no time.  Read by ``dateparser`` (a
+    maintained parser, loaded only here: it takes a moment), with dates
+    from the past preferred, as a history's times are."""
+    if not text.strip() or len(text) > 200 or re.fullmatch(r"[\d\s/.:+-]+", text):
+        return None  # a numeric date that is not ISO 8601 (11/01/2026) is ambiguous: refused
+    import dateparser  # only a time given in words needs it
+
+    settings: Any = {
+        "TIMEZONE": "UTC",
+        "TO_TIMEZONE": "UTC",
+        "RETURN_AS_TIMEZONE_AWARE": True,
+        "PREFER_DATES_FROM": "past",
+        "RELATIVE_BASE": datetime.fromtimestamp(now, timezone.utc).replace(tzinfo=None),
+    }
+    found = dateparser.parse(text.strip(), languages=["en"], settings=settings)
+    return found if isinstance(found, datetime) else None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from vaultmem.core.crypto import (
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import Policy
 from vaultmem.core.values import is_int
-from vaultmem.core.versions import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_message, parse_when
+from vaultmem.core.versions import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_message, parse_when, parse_words
 from vaultmem.errors import (
     BadKeyError,
     ConflictError,
@@ -366,21 +366,27 @@ class Store:
         not versions of the memory and are refused."""
         head = self._head()
         if isinstance(at, datetime) or (isinstance(at, str) and _looks_like_time(at)):
-            when = parse_when(at)
-            if head is not None:
-                for commit in commits(self.repo, head):  # the parents the commits record, newest first
-                    if commit.author.time <= when.timestamp():
-                        return self.repo[commit.id].peel(pygit2.Commit)
-            raise NotFoundError(f"Error: no version at or before {when.isoformat()}; the history starts later.")
+            return self._at_time(parse_when(at), head)
         if not isinstance(at, str) or not at.strip():
             raise NotFoundError("Error: a version must be an id, a revision such as main~2, or a time.")
         try:
             commit = self.repo.revparse_single(at.strip()).peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as err:
+            words = parse_words(at, self.clock())  # "2 days ago": after ids and revisions, never before
+            if words is not None:
+                return self._at_time(words, head)
             raise NotFoundError(f"Error: no version {at!r} in this vault.", step="versions") from err
         if head is None or not self._on_main(commit.id, head):
             raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")
         return commit
+
+    def _at_time(self, when: datetime, head: pygit2.Oid | None) -> pygit2.Commit:
+        """The newest version at or before ``when``."""
+        if head is not None:
+            for commit in commits(self.repo, head):  # the parents the commits record, newest first
+                if commit.author.time <= when.timestamp():
+                    return self.repo[commit.id].peel(pygit2.Commit)
+        raise NotFoundError(f"Error: no version at or before {when.isoformat()}; the history starts later.")
 
     def _on_main(self, oid: pygit2.Oid, head: pygit2.Oid) -> bool:
         """Whether ``oid`` is ``head`` or one of its ancestors.
@@ -550,8 +556,8 @@ class Store:
                 raise VaultError(f"Error: {name} must be a string.")
         filters = Filters(
             path=paths.parse(path) if path is not None else None,
-            since=parse_when(since, "since time") if since is not None else None,
-            until=parse_when(until, "until time", end_of_day=True) if until is not None else None,
+            since=parse_when(since, "since time", now=self.clock()) if since is not None else None,
+            until=parse_when(until, "until time", end_of_day=True, now=self.clock()) if until is not None else None,
             actor=actor,
             session=session,
             command=command,
