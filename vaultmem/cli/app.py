@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     _chat_parser(commands)
     _git_setup_parser(commands)
     _textconv_parser(commands)
+    _completion_parser(commands)
     for name, command, purpose in _named_leaves(parser):
         # Given after the command too (`vaultmem ls --vault X`), as git and gh
         # take them; there, an option overrides the same option given before.
@@ -184,9 +185,18 @@ EXAMPLES = {
     "chat": "vaultmem chat --topic 'support tickets' --session ticket-4411",
     "git-setup": "vaultmem git-setup --key-file vault.key",
     "textconv": "vaultmem textconv blob.txt",
+    "completion": "vaultmem completion bash",
 }
 
+EPILOGS_COMPLETION = (
+    "install it with one command:\n"
+    "  bash: vaultmem completion bash >> ~/.bashrc\n"
+    "  zsh:  vaultmem completion zsh >> ~/.zshrc\n"
+    "  fish: vaultmem completion fish > ~/.config/fish/completions/vaultmem.fish"
+)
+
 EPILOGS = {
+    "completion": EPILOGS_COMPLETION,
     "policy set": "fields:\n"
     "  secrets=off|redact|refuse   what a write holding a secret or personal data gets\n"
     "  personal_data=true|false    also look for personal data (e-mail addresses, phone numbers)\n"
@@ -306,7 +316,12 @@ def _who(sub: argparse.ArgumentParser, default: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`vaultmem completion`)
+            import argcomplete
+
+            argcomplete.autocomplete(parser)
+        args = parser.parse_args(argv)
         return _run(args)
     except UsageError as err:
         return _fail(str(err))
@@ -335,6 +350,11 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "textconv":
         return _textconv(args)
+    if args.command == "completion":
+        import argcomplete
+
+        sys.stdout.write(argcomplete.shellcode(["vaultmem"], shell=args.shell))
+        return 0
     if args.command == "demo" and args.example:
         return _example(args)
     if args.command == "demo":
@@ -527,7 +547,11 @@ def _log_parser(commands: _Commands) -> None:
     log = commands.add_parser("log", help="list versions, newest first")
     log.add_argument("path", nargs="?", help="only versions that changed this file or folder")
     log.add_argument("--limit", metavar="N", type=int, help="at most N versions")
-    log.add_argument("--since", metavar="TIME", help="versions at or after TIME (ISO 8601; UTC unless a zone is given)")
+    log.add_argument(
+        "--since",
+        metavar="TIME",
+        help="versions at or after TIME (ISO 8601, UTC unless a zone is given; or '2 days ago')",
+    )
     log.add_argument("--until", metavar="TIME", help="versions at or before TIME")
     log.add_argument("--actor", metavar="NAME", help="only versions by this actor")
     log.add_argument("--session", metavar="ID", help="only versions of this session")
@@ -1065,6 +1089,15 @@ def textconv_command(interpreter: str, options: list[str]) -> str:
         f'{{ printf "%s\\n" {shlex.quote(NOT_INSTALLED)}; cat "$1"; }}; '
         "}; vaultmem_textconv"
     )
+
+
+def _completion_parser(commands: _Commands) -> None:
+    completion = commands.add_parser("completion", help="print the shell code that completes vaultmem's commands")
+    completion.add_argument("shell", choices=SHELLS, help="the shell: " + ", ".join(SHELLS))
+
+
+# Where each shell's completion goes, in one command (docs/cli.md).
+SHELLS = ("bash", "zsh", "fish")
 
 
 def _textconv_parser(commands: _Commands) -> None:
