@@ -351,9 +351,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "textconv":
         return _textconv(args)
     if args.command == "completion":
-        import argcomplete
+        import argcomplete.shell_integration
 
-        sys.stdout.write(argcomplete.shellcode(["vaultmem"], shell=args.shell))
+        sys.stdout.write(argcomplete.shell_integration.shellcode(["vaultmem"], shell=args.shell))
         return 0
     if args.command == "demo" and args.example:
         return _example(args)
