@@ -58,6 +58,14 @@ EDIT_AMBIGUOUS = (
     "Please ensure it is unique"
 )
 EDIT_OK = "The memory file has been edited."
+
+
+def echoed(text: str) -> str:
+    """What an error repeats of the model's input (docs/memory-tool.md): whole up
+    to 1,000 characters, else the first 1,000 and the length."""
+    if len(text) <= 1000:
+        return text
+    return f"{text[:1000]}... [{len(text):,} characters in all; the first 1,000 shown]"
 EDIT_SNIPPET = " Here is the snippet showing the change (with line numbers):\n"
 INSERT_OK = "The file {path} has been edited."
 INSERT_MISSING = "Error: The path {path} does not exist"
@@ -404,10 +412,11 @@ class MemoryModel:
         content = self.files[parts]
         found = occurrences(content, old)
         if not found:
-            return exact_error(EDIT_NOT_FOUND.format(old_str=old, path=path))
+            return exact_error(EDIT_NOT_FOUND.format(old_str=echoed(old), path=path))
         if len(found) > 1:
-            numbers = ", ".join(str(content.count("\n", 0, pos) + 1) for pos in found)
-            return exact_error(EDIT_AMBIGUOUS.format(old_str=old, line_numbers=numbers))
+            lines = [str(content.count("\n", 0, pos) + 1) for pos in found]
+            numbers = ", ".join(lines[:100]) + (f", ... [{len(lines):,} in all]" if len(lines) > 100 else "")
+            return exact_error(EDIT_AMBIGUOUS.format(old_str=echoed(old), line_numbers=numbers))
         pos = found[0]
         updated = content[:pos] + new + content[pos + len(old) :]
         if self._unstorable(updated):
