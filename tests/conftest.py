@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -9,8 +10,44 @@ from typing import Any
 
 import pytest
 from anthropic.lib.tools import ToolError
+from hypothesis import settings
 
 from vaultmem import Vault, VaultMemoryTool, generate_key
+
+# The README's test command runs every test at a smaller budget, so it stays
+# fast: a quarter of each property test's examples, shorter runs beside stock
+# git, fewer power-cut images.  `python -m pytest --full` (or
+# VAULTMEM_FULL_TESTS=1) runs every test at its full budget.  Each test states
+# both through `budget(full, default)` or `examples(full)`.
+settings.register_profile("default", max_examples=25)
+settings.register_profile("full", max_examples=100)
+FULL = False
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="run every test at its full budget: all property examples, longer concurrent runs, more power cuts",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global FULL
+    FULL = bool(config.getoption("--full")) or os.environ.get("VAULTMEM_FULL_TESTS") == "1"
+    if FULL:
+        settings.load_profile("full")
+
+
+def budget(full: float, default: float) -> float:
+    """``full`` under ``--full``, else ``default``."""
+    return full if FULL else default
+
+
+def examples(full: int) -> int:
+    """A property test's example budget: ``full`` under ``--full`` (or the
+    hypothesis profile ``full``), a quarter of it (at least 10) by default."""
+    return max(10, full * settings.default.max_examples // 100)
 
 
 class FakeClock:

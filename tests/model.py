@@ -66,6 +66,8 @@ def echoed(text: str) -> str:
     if len(text) <= 1000:
         return text
     return f"{text[:1000]}... [{len(text):,} characters in all; the first 1,000 shown]"
+
+
 EDIT_SNIPPET = " Here is the snippet showing the change (with line numbers):\n"
 INSERT_OK = "The file {path} has been edited."
 INSERT_MISSING = "Error: The path {path} does not exist"

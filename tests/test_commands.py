@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 from anthropic.lib.tools import ToolError
 from anthropic.types.beta import BetaMemoryTool20250818CreateCommand, BetaMemoryTool20250818ViewCommand
-from conftest import commit_count, git
+from conftest import commit_count, examples, git
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1003,7 +1003,7 @@ _KEYS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     command=st.one_of(st.sampled_from([*VALID, "bogus"]), _VALUES),
     params=st.dictionaries(_KEYS, _VALUES, max_size=5),

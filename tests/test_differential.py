@@ -71,7 +71,7 @@ from typing import Any
 
 from anthropic.lib.tools import ToolError
 from anthropic.tools import BetaLocalFilesystemMemoryTool
-from conftest import FakeClock, commit_count, git
+from conftest import FakeClock, commit_count, examples, git
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
@@ -317,7 +317,7 @@ class DifferentialMachine(RuleBasedStateMachine):
 # Shrinking a stateful run over a real vault and a real folder can take many minutes, so
 # failures are reported unshrunk: every assertion message carries the calls that led to it.
 SETTINGS = settings(
-    max_examples=40,
+    max_examples=examples(40),
     stateful_step_count=30,
     deadline=None,
     database=None,

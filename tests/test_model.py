@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from anthropic.lib.tools import ToolError
-from conftest import FakeClock, commit_count, git
+from conftest import FakeClock, commit_count, examples, git
 from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
@@ -304,7 +304,7 @@ class MemoryMachine(RuleBasedStateMachine):
 # Shrinking a stateful run over a real vault can take many minutes, so failures are
 # reported unshrunk: every assertion message carries the calls that led to it.
 SETTINGS = settings(
-    max_examples=40,
+    max_examples=examples(40),
     stateful_step_count=30,
     deadline=None,
     database=None,

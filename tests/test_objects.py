@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ def repo(tmp_path: Path) -> pygit2.Repository:
     return pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(entries=st.dictionaries(names, st.booleans(), min_size=1, max_size=12))
 def test_encode_tree_matches_libgit2_tree_ids(
     tmp_path_factory: pytest.TempPathFactory, entries: dict[str, bool]

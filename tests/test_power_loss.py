@@ -29,13 +29,14 @@ from pathlib import Path
 
 import powerloss
 import pytest
+from conftest import budget
 from powerloss import Outcome, Writer
 
 from vaultmem import Vault, generate_key
 
 pytestmark = pytest.mark.slow
 
-IMAGES = 25  # per run
+IMAGES = int(budget(25, 16))  # per run
 MAX_GAP = 0.04  # seconds between images, at most (a freeze itself takes about as long)
 IMAGING_SECONDS = 20  # bounds each loop: the images, the writer (twice that), its start
 JOURNALS = [pytest.param(True, id="ext4"), pytest.param(False, id="ext4-no-journal")]

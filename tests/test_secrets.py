@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -545,7 +546,7 @@ def test_scan_finishes_on_adversarial_input(name):
 # -- properties --------------------------------------------------------------------------------
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(alphabet=string.printable + "é€—", max_size=400))
 def test_scan_returns_sorted_disjoint_matches_and_redaction_removes_them(text):
     matches = scan(text, ALL)
@@ -555,7 +556,7 @@ def test_scan_returns_sorted_disjoint_matches_and_redaction_removes_them(text):
         assert f"[REDACTED:{m.kind}]" in redacted
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.sampled_from(["4111111111111111", "5555555555554444", "378282246310005"]), st.text("abc .,:;\n", max_size=20))
 def test_a_card_number_is_found_wherever_it_sits_in_prose(number, around):
     text = f"{around} {number} {around}"

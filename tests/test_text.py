@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,7 +97,7 @@ def test_split_lines_does_not_split_on_other_line_breaks():
     assert text.count_lines(content) == 1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(alphabet=st.sampled_from("ab\n\r é")))
 def test_count_lines_matches_split_lines_and_joining_restores_the_text(content):
     lines = text.split_lines(content)
@@ -183,7 +184,7 @@ def test_insert_text_keeps_the_rest_of_the_file_byte_for_byte():
     assert text.insert_text("  a  \n\tb\n", 1, "x") == "  a  \nx\n\tb\n"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.text(alphabet="ab \r", max_size=4), max_size=6),
     st.booleans(),
