@@ -723,3 +723,25 @@ def test_io_stall_reads_the_some_total_in_seconds(tmp_path: Path) -> None:
     )
     assert io_stall(pressure) == 23.577667
     assert io_stall(tmp_path / "missing") is None
+
+
+# -- start-up time (bench/startup.py) ----------------------------------------------------
+
+
+def test_the_startup_bench_writes_a_row_per_command_with_its_verdict(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "bench/startup.py", "--quick", "--out", str(tmp_path)],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "startup.md").read_text()
+    rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in page.splitlines() if line.startswith("| `")}
+    for command in ("ls", "log", "cat", "call"):
+        cells = [cell.strip() for cell in rows[f"`{command}`"]]
+        assert float(cells[0]) > 0 and cells[-1] in ("met", "missed")
+        assert cells[-2] == "no"  # none of them loads the Anthropic SDK
+    assert "`python -c pass (floor)`" in rows
