@@ -1,7 +1,7 @@
 """How long a `vaultmem` command takes to start and finish, and what it imports.
 
     python bench/startup.py [--runs 21] [--out docs]      # writes docs/startup.md
-    python bench/startup.py --quick --out /tmp/x            # a few runs, for the tests
+    python bench/startup.py --quick --out /tmp/x            # one run of each, for the tests
 
 Each command runs as a user runs it, the installed `vaultmem` script on a
 small vault (10 files, 10 versions), one process per run, in turn with the
@@ -99,9 +99,10 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 Imports = tuple[float, list[tuple[str, float]], bool]
 
 
-def sweep(cmds: dict[str, list[str]], env: dict[str, str], runs: int) -> dict[str, list[float]]:
-    """Every command ``runs`` times, interleaved, after one warm-up run each."""
-    for argv in cmds.values():
+def sweep(cmds: dict[str, list[str]], env: dict[str, str], runs: int, warm: bool = True) -> dict[str, list[float]]:
+    """Every command ``runs`` times, interleaved, after one warm-up run each
+    (unless ``warm`` is false)."""
+    for argv in cmds.values() if warm else ():
         timed(argv, env)
     samples: dict[str, list[float]] = {name: [] for name in cmds}
     for _ in range(runs):
@@ -181,10 +182,10 @@ def render(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21, help="runs of each command (default 21)")
-    parser.add_argument("--quick", action="store_true", help="3 runs, for the tests")
+    parser.add_argument("--quick", action="store_true", help="one run and no warm-up, for the tests")
     parser.add_argument("--out", default="docs", help="folder for startup.md (default: docs)")
     args = parser.parse_args()
-    runs = 3 if args.quick else args.runs
+    runs = 1 if args.quick else args.runs
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from vaultmem import generate_key
 
@@ -194,9 +195,9 @@ def main() -> None:
         env = {**os.environ, "VAULTMEM_KEY": key}
         env.pop("VAULTMEM_VAULT", None)
         cmds = commands(vault)
-        quiet = sweep(cmds, env, runs)
+        quiet = sweep(cmds, env, runs, warm=not args.quick)
         with busy():
-            loaded = sweep(cmds, env, runs)
+            loaded = sweep(cmds, env, runs, warm=not args.quick)
         detail = {name: imports(argv, env) for name, argv in cmds.items()}
     page = render(quiet, loaded, detail, runs)
     out = Path(args.out)

@@ -10,6 +10,7 @@ and what it refuses.  Most run ``vaultmem.cli.app`` in-process; one runs
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import stat
@@ -72,11 +73,19 @@ def _demo(capsys: pytest.CaptureFixture[str], *args: str) -> Result:
     return Result(code, out, err)
 
 
-@pytest.fixture
-def kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Result]:
-    """``vaultmem demo TMP/demo.vault`` run once: (the folder, what it printed)."""
-    folder = tmp_path / "demo.vault"
-    result = _demo(capsys, str(folder))
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Result]:
+    """``vaultmem demo TMP/demo.vault`` run once for the tests that only read
+    what it printed and left: (the folder, what it printed)."""
+    folder = tmp_path_factory.mktemp("kept") / "demo.vault"
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as env:
+        for name in list(os.environ):
+            if name.startswith(("VAULTMEM_", "ANTHROPIC_")):
+                env.delenv(name)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["demo", str(folder)])
+    result = Result(code, out.getvalue(), err.getvalue())
     assert result.code == 0, result.err
     return folder, result
 

@@ -117,7 +117,21 @@ CLAUDE = [reply(text("Noted: e-mail only from now on."))]  # what Claude answers
 # -- python -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("block", of("python"), ids=str)
+def run_by_test_agent_docs(block: Block) -> bool:
+    """The agent integration and the replay example: test_agent_docs.py runs
+    those blocks as printed and checks what they did in the vault."""
+    return block.doc in ("README.md", "docs/agent.md") and (
+        ("tool_runner(**request)" in block.code and "Vault.open" in block.code and "Replay" not in block.code)
+        or "ReplayServer(turns)" in block.code
+    )
+
+
+def test_the_blocks_left_to_test_agent_docs_are_the_ones_it_runs() -> None:
+    left = [str(b) for b in of("python") if run_by_test_agent_docs(b)]
+    assert len(left) == 3, left  # the integration in README.md and agent.md, agent.md's replay example
+
+
+@pytest.mark.parametrize("block", [b for b in of("python") if not run_by_test_agent_docs(b)], ids=str)
 def test_every_python_block_runs_as_printed(block: Block, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -152,7 +166,17 @@ def without_installs(code: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("block", of("sh"), ids=str)
+def distinct(blocks: list[Block]) -> list[Block]:
+    """One of each block that runs the same commands (the README and
+    getting-started.md both show `vaultmem demo`)."""
+    seen: dict[str, Block] = {}
+    for block in blocks:
+        commands = re.sub(r"\s+#.*", "", without_installs(block.code)).strip()
+        seen.setdefault(commands, block)
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("block", distinct(of("sh")), ids=str)
 def test_every_sh_block_runs_as_printed(block: Block, tmp_path: Path) -> None:
     code = without_installs(block.code)
     if "python -m pytest" in code:  # the README's test command: `.ci/run` runs exactly it
