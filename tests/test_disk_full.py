@@ -157,6 +157,7 @@ def test_a_write_refused_on_a_full_disk_never_comes_back(
         )
     if operator_gc:  # an operator ran git gc: main is in packed-refs, the objects in one pack
         git_out(path, "gc", "--quiet")
+    vault.close()  # the upkeep after the writes is done: nothing frees space while the disk fills
     fill(small_disk, pages * os.statvfs(small_disk).f_frsize)
 
     refused = message = None
@@ -192,8 +193,8 @@ def test_a_library_write_refused_on_a_full_disk_raises_a_vault_error(small_disk:
     source = tmp_path / "sdk-memory"
     (source / "memories").mkdir(parents=True)
     (source / "memories" / "big.txt").write_text(text_of(60_000, 1))
+    vault.close()  # lets upkeep after the last write finish: nothing frees space while the disk fills
     fill(small_disk, os.statvfs(small_disk).f_frsize)
-    vault.close()  # lets upkeep after the last write finish, so what changes now is this call's
     packs, head = pack_files(path), rev(path, "refs/heads/main")
 
     err = library_refusal(lambda: vault.import_folder(source, actor="importer"))

@@ -57,7 +57,7 @@ from vaultmem import Vault, VaultMemoryTool
 from vaultmem.errors import NotFoundError, VaultError
 
 # Seconds each concurrent run lasts (writers stop then); longer runs find more.
-SECONDS = float(os.environ.get("VAULTMEM_STOCKGIT_SECONDS") or budget(3, 2))
+SECONDS = float(os.environ.get("VAULTMEM_STOCKGIT_SECONDS") or budget(3, 1.5))
 WRITER_LIMIT = 600  # calls per writer at most, so the checks afterwards stay quick
 GIT_LIMIT = 5_000  # rounds of the git loop at most
 
