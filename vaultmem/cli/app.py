@@ -441,8 +441,10 @@ def _open(args: argparse.Namespace) -> Vault:
 
 
 def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | None = None) -> KeyArgs:
-    """Which key opens the vault: --key-file, a passphrase asked for, VAULTMEM_KEY,
-    VAULTMEM_PASSPHRASE, else a passphrase prompt if there is a terminal."""
+    """Which key opens the vault: --key-file, --passphrase-file, --passphrase
+    (VAULTMEM_PASSPHRASE, a prompt, or a pipe's first line), VAULTMEM_KEY,
+    VAULTMEM_PASSPHRASE, else a passphrase prompt if there is a terminal and
+    a passphrase opens the vault."""
     given = [
         name
         for name, value in (
@@ -475,7 +477,10 @@ def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | N
             raise UsageError(f"no key given: {args.vault} is protected by a key; set {ENV_KEY} or use --key-file FILE.")
     if _is_terminal(sys.stdin):
         return {"passphrase": _ask_passphrase(args.vault, create)}
-    raise UsageError(f"no key given: set {ENV_KEY}, use --key-file FILE, or --passphrase ({ENV_PASSPHRASE}).")
+    raise UsageError(
+        f"no key given: set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase-file FILE "
+        "or --passphrase."
+    )
 
 
 def _protection(source: KeyArgs) -> str:
