@@ -98,6 +98,21 @@ def prepare(block: Block, work: Path) -> dict[str, str]:
     code = block.code
     if 'Vault.init("agent.vault"' in code or "agent.vault init" in code or "vaultmem demo" in code:
         return {}  # the block makes its own vault
+    if "server.git" in code:  # docs/sync.md: a server holding the laptop's vault
+        key = generate_key()
+        subprocess.run(["git", "init", "-q", "--bare", str(work / "server.git")], check=True)
+        with Vault.init(work / "laptop.vault", key=key) as laptop:
+            VaultMemoryTool(laptop, actor="cli").call(
+                {"command": "create", "path": "/memories/notes.txt", "file_text": "Prefers e-mail.\n"}
+            )
+            laptop.add_remote("origin", "./server.git")
+            cwd = os.getcwd()
+            os.chdir(work)  # the remote's URL is relative, as the page gives it
+            try:
+                laptop.push()
+            finally:
+                os.chdir(cwd)
+        return {"VAULTMEM_KEY": key}
     if "AGENT_PASSPHRASE" in code:  # docs/cli.md: a vault made with a passphrase
         Vault.init(work / "agent.vault", passphrase=PASSPHRASE).close()
         return {"AGENT_PASSPHRASE": PASSPHRASE}

@@ -147,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
     _demo_parser(commands)
     _chat_parser(commands)
     _git_setup_parser(commands)
+    _clone_parser(commands)
+    remote = _remote_parser(commands)
+    _remote_add_parser(remote)
+    _remote_list_parser(remote)
+    _remote_remove_parser(remote)
+    _push_parser(commands)
+    _pull_parser(commands)
+    _sync_parser(commands)
     _textconv_parser(commands)
     _completion_parser(commands)
     for name, command, purpose in _named_leaves(parser):
@@ -186,6 +194,13 @@ EXAMPLES = {
     "git-setup": "vaultmem git-setup --key-file vault.key",
     "textconv": "vaultmem textconv blob.txt",
     "completion": "vaultmem completion bash",
+    "clone": "vaultmem clone ssh://git@git.example.com/support.vault ./support.vault --key-file vault.key",
+    "remote add": "vaultmem remote add origin ssh://git@git.example.com/support.vault",
+    "remote list": "vaultmem remote list --json",
+    "remote remove": "vaultmem remote remove origin",
+    "push": "vaultmem push origin",
+    "pull": "vaultmem pull origin",
+    "sync": "vaultmem sync",
 }
 
 EPILOGS_COMPLETION = (
@@ -370,6 +385,8 @@ def _run(args: argparse.Namespace) -> int:
             return 2
         if args.max_tokens < 1:
             raise UsageError("--max-tokens must be at least 1.")
+    if args.command == "clone":
+        return _clone(args)
     if not args.vault:
         raise UsageError(f"no vault given: use --vault PATH or set {ENV_VAULT}.")
     if args.command == "init":
@@ -386,6 +403,7 @@ def _run(args: argparse.Namespace) -> int:
         name = {
             "key": f"key {getattr(args, 'key_command', '')}",
             "policy": f"policy {getattr(args, 'policy_command', '')}",
+            "remote": f"remote {getattr(args, 'remote_command', '')}",
         }
         handler = COMMANDS[name.get(args.command, args.command)]
         return handler(vault, args)
@@ -1096,6 +1114,162 @@ def textconv_command(interpreter: str, options: list[str]) -> str:
     )
 
 
+# -- sharing through a git server (docs/sync.md) ---------------------------------------
+
+
+def _clone_parser(commands: _Commands) -> None:
+    clone = commands.add_parser("clone", help="copy a shared vault from a git server and open it with its key")
+    clone.add_argument("url", metavar="URL", help="a path, file://, git://, ssh:// or https:// URL of the vault")
+    clone.add_argument("path", metavar="PATH", help="the new vault's folder (missing or empty)")
+    _json(clone)
+
+
+def _clone(args: argparse.Namespace) -> int:
+    from vaultmem.vault import Vault
+
+    source = _clone_key_args(args)
+    with Vault.clone(args.url, args.path, **source) as vault:
+        count = len(vault.history())
+    if args.json:
+        print_json({"vault": str(Path(args.path).resolve()), "url": args.url, "versions": count})
+    else:
+        print(f"Cloned {args.url} into {args.path}: {count} version{'s' if count != 1 else ''}.")
+    return 0
+
+
+def _clone_key_args(args: argparse.Namespace) -> KeyArgs:
+    """The key for a clone: the same sources as opening, but the vault to ask
+    about does not exist yet, so no prompt can say which kind it is."""
+    if args.key_file or args.passphrase or args.passphrase_file or os.environ.get(ENV_KEY):
+        return _given_key(args)
+    if os.environ.get(ENV_PASSPHRASE):
+        return {"passphrase": os.environ[ENV_PASSPHRASE]}
+    raise UsageError(
+        f"no key given for the clone: set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, "
+        "--passphrase-file FILE or --passphrase."
+    )
+
+
+def _given_key(args: argparse.Namespace) -> KeyArgs:
+    if args.key_file:
+        return {"key_file": args.key_file}
+    if args.passphrase_file:
+        from vaultmem.core.crypto import read_passphrase_file
+
+        return {"passphrase": read_passphrase_file(args.passphrase_file)}
+    if args.passphrase:
+        return {"passphrase": os.environ.get(ENV_PASSPHRASE) or _ask_passphrase(args.path, False)}
+    return {}  # VAULTMEM_KEY: the library reads it
+
+
+def _remote_parser(commands: _Commands) -> _Commands:
+    return commands.add_parser(
+        "remote", help="add, list or remove the git servers the vault is shared through"
+    ).add_subparsers(dest="remote_command", required=True, metavar="REMOTE_COMMAND")
+
+
+def _remote_add_parser(remote: _Commands) -> None:
+    add = remote.add_parser("add", help="share the vault through a git server")
+    add.add_argument("name", metavar="NAME", help="the remote's name, such as origin")
+    add.add_argument("url", metavar="URL", help="a path, file://, git://, ssh:// or https:// URL (no password in it)")
+    _json(add)
+
+
+def _remote_add(vault: Vault, args: argparse.Namespace) -> int:
+    added = vault.add_remote(args.name, args.url)
+    if args.json:
+        print_json({"name": added.name, "url": added.url})
+    else:
+        print(f"Added the remote {added.name}: {added.url}")
+    return 0
+
+
+def _remote_list_parser(remote: _Commands) -> None:
+    _json(remote.add_parser("list", help="the vault's remotes: name and URL"))
+
+
+def _remote_list(vault: Vault, args: argparse.Namespace) -> int:
+    found = vault.remotes
+    if args.json:
+        print_json([{"name": r.name, "url": r.url} for r in found])
+    else:
+        for r in found:
+            print(f"{r.name}\t{r.url}")
+    return 0
+
+
+def _remote_remove_parser(remote: _Commands) -> None:
+    remove = remote.add_parser("remove", help="stop sharing through a remote (the server keeps its copy)")
+    remove.add_argument("name", metavar="NAME", help="the remote's name")
+    _json(remove)
+
+
+def _remote_remove(vault: Vault, args: argparse.Namespace) -> int:
+    vault.remove_remote(args.name)
+    if args.json:
+        print_json({"removed": args.name})
+    else:
+        print(f"Removed the remote {args.name}; the server keeps its copy.")
+    return 0
+
+
+def _transfer_parser(commands: _Commands, name: str, purpose: str) -> None:
+    sub = commands.add_parser(name, help=purpose)
+    sub.add_argument("remote", metavar="REMOTE", nargs="?", default="origin", help="the remote (default origin)")
+    _json(sub)
+
+
+def _push_parser(commands: _Commands) -> None:
+    _transfer_parser(commands, "push", "send new versions, keys and policy to a remote; never forced")
+
+
+def _pull_parser(commands: _Commands) -> None:
+    _transfer_parser(commands, "pull", "bring a remote's new versions, keys and policy here, checked")
+
+
+def _sync_parser(commands: _Commands) -> None:
+    _transfer_parser(commands, "sync", "pull, then push")
+
+
+def _moved(transfer: Any) -> dict[str, dict[str, str | None]]:
+    return {branch: {"from": old, "to": new} for branch, (old, new) in transfer.moved.items()}
+
+
+def _say_moved(verb: str, transfer: Any) -> None:
+    if not transfer.moved:
+        print(f"{verb}: nothing to move; {transfer.remote} and this vault agree.")
+    for branch, (old, new) in transfer.moved.items():
+        print(f"{verb} {branch}: {short(old) if old else '(new)'}..{short(new)}")
+
+
+def _push(vault: Vault, args: argparse.Namespace) -> int:
+    transfer = vault.push(args.remote)
+    if args.json:
+        print_json({"remote": args.remote, "moved": _moved(transfer)})
+    else:
+        _say_moved("Pushed", transfer)
+    return 0
+
+
+def _pull(vault: Vault, args: argparse.Namespace) -> int:
+    transfer = vault.pull(args.remote)
+    if args.json:
+        print_json({"remote": args.remote, "moved": _moved(transfer)})
+    else:
+        _say_moved("Pulled", transfer)
+    return 0
+
+
+def _sync(vault: Vault, args: argparse.Namespace) -> int:
+    pulled, pushed = vault.sync(args.remote)
+    if args.json:
+        print_json({"remote": args.remote, "pulled": _moved(pulled), "pushed": _moved(pushed)})
+    else:
+        _say_moved("Pulled", pulled)
+        _say_moved("Pushed", pushed)
+    return 0
+
+
 def _completion_parser(commands: _Commands) -> None:
     completion = commands.add_parser("completion", help="print the shell code that completes vaultmem's commands")
     completion.add_argument("shell", choices=SHELLS, help="the shell: " + ", ".join(SHELLS))
@@ -1179,6 +1353,12 @@ COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
     "key change": _key_change,
     "key rotate": _key_rotate,
     "git-setup": _git_setup,
+    "remote add": _remote_add,
+    "remote list": _remote_list,
+    "remote remove": _remote_remove,
+    "push": _push,
+    "pull": _pull,
+    "sync": _sync,
     "import": _import,
     "expire": _expire,
     "policy show": _policy_show,

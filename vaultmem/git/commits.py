@@ -234,6 +234,27 @@ class CommitPath:
             self.checkpoint()
         return commit
 
+    def advance(self, ref: str, expected: bytes | None, new: bytes) -> None:
+        """Move ``ref`` from ``expected`` to ``new``, a commit whose objects are
+        already in the repository (a pull's fetch put them there), durably:
+        the file system is synced so those objects are on disk, the move is
+        journaled (without a pack: nothing to rebuild), then made.  RefMoved if
+        the ref holds anything but ``expected``; on any failure nothing is
+        changed.  The caller holds the writer lock and checked ``new``."""
+        self.lock.write_intent(durable.Intent(ref, new.hex(), ""))
+        move: Move | None = None
+        moved = False
+        try:
+            durable.sync_filesystem(self.gitdir)
+            move = self._append(Move(0, ref, expected or ZERO, new, self.epoch, b""))
+            self._move(ref, expected, new)
+            moved = True
+        except OSError as err:
+            raise _storage_error(err) from err
+        finally:
+            if not moved and move is not None:
+                self._void(move)
+
     def _move(self, ref: str, expected: bytes | None, new: bytes, *, check: bool = True) -> None:
         """Move ``ref`` from ``expected`` to ``new`` as git does: its lock,
         a re-read under it (RefMoved if someone else moved it; not with

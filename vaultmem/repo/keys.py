@@ -59,7 +59,9 @@ def write_keyring(commits: CommitPath, keyring: Keyring, message: str, now: int)
         current = read_ref(commits.gitdir, KEYRING_REF)
     except Damaged as err:
         raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
-    draft = Draft(tree.id, [], COMMITTER, now, message + "\n")
+    # Each keyring commit follows the one before it, so the branch only grows:
+    # a clone pulls and pushes it as a fast-forward, like main.
+    draft = Draft(tree.id, [current] if current is not None else [], COMMITTER, now, message + "\n")
     commits.commit(KEYRING_REF, current, [blob, tree], draft, checkpoint=True)
 
 

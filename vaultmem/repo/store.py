@@ -50,6 +50,7 @@ from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, T
 from vaultmem.git.upkeep import Upkeep
 from vaultmem.repo import keys
 from vaultmem.repo import policy as policy_mod
+from vaultmem.repo import remotes as sharing
 from vaultmem.repo.history import commits, walk
 from vaultmem.repo.keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
@@ -208,6 +209,7 @@ class Store:
             repo.config["core.logAllRefUpdates"] = "false"
             repo.config["gc.auto"] = "0"
             repo.config["vaultmem.format"] = "1"
+            repo.config["receive.denyNonFastForwards"] = "true"  # plain git cannot force a push into it
             (folder / durable.STATE_DIR).mkdir(mode=0o700)
             keyring = Keyring.create(user_key, protector, now)
             vault = cls(folder, keyring, clock)
@@ -720,6 +722,83 @@ class Store:
         """``(path, text)`` of a raw vaultmem blob (for git's textconv driver)."""
         path, content = self.keyring.open_any(data)
         return path, content.decode("utf-8")
+
+    # -- sharing through a git server (docs/sync.md) ------------------------------------
+
+    @classmethod
+    def clone(
+        cls,
+        url: str,
+        path: str | os.PathLike[str],
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+        clock: Clock = time.time,
+    ) -> Self:
+        """Clone a shared vault from ``url`` (a path, ``file://``, ``git://``,
+        ``ssh://`` or ``https://``) into ``path`` and open it with its key.
+        A wrong key is one clear error, and nothing is left behind."""
+
+        def opens(folder: Path) -> None:
+            cls.open(folder, key=key, key_file=key_file, passphrase=passphrase, clock=clock).close()
+
+        sharing.clone(url, Path(path), configure=opens)
+        return cls.open(path, key=key, key_file=key_file, passphrase=passphrase, clock=clock)
+
+    @property
+    def remotes(self) -> list[sharing.Remote]:
+        """The git servers this vault is shared through, as (name, url)."""
+        return sharing.list_remotes(self.repo)
+
+    def add_remote(self, name: str, url: str) -> sharing.Remote:
+        return sharing.add_remote(self.repo, name, url)
+
+    def remove_remote(self, name: str) -> None:
+        sharing.remove_remote(self.repo, name)
+
+    def push(self, remote: str = "origin") -> sharing.Transfer:
+        """Send this vault's new versions, keys and policy to ``remote``: only
+        fast-forwards, never forced; ConflictError when the remote holds
+        versions this vault lacks (pull first)."""
+        return sharing.push(self.repo, remote)
+
+    def pull(self, remote: str = "origin") -> sharing.Transfer:
+        """Bring ``remote``'s new versions, keys and policy here, each branch
+        moved forward only, through the commit path, after checking every
+        incoming commit's seal and the keyring's MAC under this vault's key.
+        Diverged histories are refused (no merge yet); nothing changes then."""
+        sharing.fetch(self.repo, remote)
+        result = sharing.Transfer(remote)
+        with self._lock.hold():
+            self._commits.recover()
+            local_ring, their_ring = sharing.incoming(self.repo, remote, keys.KEYRING_REF)
+            keyring = self.keyring
+            pulled_ring = None
+            if sharing.fast_forward_needed(self.repo, remote, keys.KEYRING_REF, local_ring, their_ring):
+                assert their_ring is not None
+                pulled_ring = keyring = sharing.check_keyring(self.repo, their_ring, self.keyring)
+            moves = []
+            for ref in (MAIN, policy_mod.POLICY_REF):
+                local, theirs = sharing.incoming(self.repo, remote, ref)
+                if sharing.fast_forward_needed(self.repo, remote, ref, local, theirs):
+                    assert theirs is not None
+                    sharing.check_commits(self.repo, local, theirs, keyring)
+                    moves.append((ref, local, theirs))
+            if pulled_ring is not None:  # first: the versions that follow may use its new data keys
+                assert their_ring is not None
+                sharing.advance(self._commits, keys.KEYRING_REF, local_ring, their_ring)
+                self.keyring = pulled_ring
+                result.moved["vaultmem-keyring"] = (str(local_ring) if local_ring else None, str(their_ring))
+            for ref, local, theirs in moves:
+                sharing.advance(self._commits, ref, local, theirs)
+                result.moved[sharing.short_name(ref)] = (str(local) if local else None, str(theirs))
+        return result
+
+    def sync(self, remote: str = "origin") -> tuple[sharing.Transfer, sharing.Transfer]:
+        """Pull, then push: (what the pull moved, what the push moved)."""
+        pulled = self.pull(remote)
+        return pulled, self.push(remote)
 
     def configure_textconv(self, command: str) -> None:
         """Let stock git show decrypted text (``git log -p``, ``git diff``) to

@@ -1,0 +1,260 @@
+"""Sharing a vault through git servers (issue 16, first part): clone, remotes,
+push and pull as fast-forwards, never forced, every incoming commit checked.
+
+Real servers: a bare repository by path and ``file://``, and ``git daemon``
+on 127.0.0.1 (``git://``), started here and stopped after.  Two clones stand
+for two hosts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import commit_count, git
+
+from vaultmem import ConflictError, IntegrityError, Vault, VaultError, VaultMemoryTool, WrongKeyError, generate_key
+
+MARKER = "CUSTOMER-SECRET-7731"
+
+
+def server(path: Path) -> Path:
+    subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "config", "receive.denyNonFastForwards", "true"], check=True)
+    return path
+
+
+def write(vault: Vault, name: str, text: str, actor: str = "agent") -> None:
+    VaultMemoryTool(vault, actor=actor, session="s").call(
+        {"command": "create", "path": f"/memories/{name}", "file_text": text}
+    )
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> tuple[Path, str, Vault]:
+    """A server holding a vault pushed by its first host: (server, key, that host's vault)."""
+    key = generate_key()
+    remote = server(tmp_path / "server.git")
+    first = Vault.init(tmp_path / "first.vault", key=key)
+    write(first, "a.txt", f"one {MARKER}\n")
+    first.add_remote("origin", str(remote))
+    moved = first.push()
+    assert set(moved.moved) == {"main", "vaultmem-keyring"}
+    return remote, key, first
+
+
+def test_a_clone_holds_the_same_history_and_opens_with_the_same_key(
+    shared: tuple[Path, str, Vault], tmp_path: Path
+) -> None:
+    remote, key, first = shared
+    for url in (str(remote), remote.as_uri()):
+        target = tmp_path / f"clone-{len(url)}.vault"
+        with Vault.clone(url, target, key=key) as second:
+            assert [v.id for v in second.history()] == [v.id for v in first.history()]
+            assert second.read("/memories/a.txt") == f"one {MARKER}\n"
+            assert second.verify().ok
+            assert [(r.name, r.url) for r in second.remotes] == [("origin", url)]
+        assert git(target, "config", "receive.denyNonFastForwards").strip() == "true"
+
+
+def test_a_wrong_key_on_clone_is_one_error_and_leaves_nothing(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    remote, _, _ = shared
+    with pytest.raises(WrongKeyError):
+        Vault.clone(str(remote), tmp_path / "c.vault", key=generate_key())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["first.vault", "server.git"]
+
+
+def test_versions_keys_and_policy_travel_both_ways(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    remote, key, first = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    write(first, "b.txt", "two\n")
+    first.rotate_key(actor="ops")  # a new data key: the next version is sealed and encrypted with it
+    write(first, "c.txt", "three\n")
+    first.set_policy(actor="ops", max_files=50)
+    pushed = first.push()
+    assert set(pushed.moved) == {"main", "vaultmem-keyring", "vaultmem-policy"}
+    pulled = second.pull()
+    assert set(pulled.moved) == {"main", "vaultmem-keyring", "vaultmem-policy"}
+    assert second.read("/memories/c.txt") == "three\n"
+    assert second.policy.max_files == 50
+    assert [v.id for v in second.history()] == [v.id for v in first.history()]
+    write(second, "d.txt", "four\n")  # written under the pulled data key
+    second.push()
+    assert first.pull().moved["main"][1] == str(second.head())
+    assert first.read("/memories/d.txt") == "four\n"
+    for vault in (first, second):
+        assert vault.verify().ok
+        assert subprocess.run(["git", "-C", str(vault.path), "fsck", "--strict"], capture_output=True).returncode == 0
+    assert second.pull().moved == {} and second.push().moved == {}
+
+
+def test_diverged_histories_are_never_forced_and_change_nothing(
+    shared: tuple[Path, str, Vault], tmp_path: Path
+) -> None:
+    remote, key, first = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    write(first, "from-first.txt", "1\n")
+    first.push()
+    write(second, "from-second.txt", "2\n")
+    server_main = git(remote, "rev-parse", "main").strip()
+    second_main = str(second.head())
+    with pytest.raises(ConflictError, match="pull first"):
+        second.push()
+    assert git(remote, "rev-parse", "main").strip() == server_main  # the server kept first's version
+    with pytest.raises(ConflictError, match="not supported yet"):
+        second.pull()
+    assert str(second.head()) == second_main and commit_count(second.path) == 2
+    # plain git cannot force it either: the server refuses a non-fast-forward
+    forced = subprocess.run(
+        ["git", "-C", str(second.path), "push", "--force", str(remote), "main:main"], capture_output=True, text=True
+    )
+    assert forced.returncode != 0
+    assert git(remote, "rev-parse", "main").strip() == server_main
+
+
+def test_a_commit_made_on_the_server_without_the_key_is_refused(
+    shared: tuple[Path, str, Vault], tmp_path: Path
+) -> None:
+    remote, key, _ = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    tree = git(remote, "rev-parse", "main^{tree}").strip()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x", "GIT_COMMITTER_NAME": "x"}
+    forged = subprocess.run(
+        ["git", "-C", str(remote), "commit-tree", tree, "-p", "main", "-m", "memory: create /memories/evil.txt"],
+        capture_output=True,
+        text=True,
+        env={**env, "GIT_COMMITTER_EMAIL": "x"},
+        check=True,
+    ).stdout.strip()
+    git(remote, "update-ref", "refs/heads/main", forged)
+    before = str(second.head())
+    with pytest.raises(IntegrityError, match="not made with this vault's key"):
+        second.pull()
+    assert str(second.head()) == before
+
+
+def test_a_keyring_altered_on_the_server_is_refused(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    remote, key, _ = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    work = tmp_path / "edit"
+    subprocess.run(["git", "clone", "-q", "-b", "vaultmem-keyring", str(remote), str(work)], check=True)
+    doc = json.loads((work / "keyring.json").read_text())
+    doc["active"] = "0000000000000000"  # someone without the key points the vault at a key of theirs
+    (work / "keyring.json").write_text(json.dumps(doc))
+    cfg = ["-c", "user.name=x", "-c", "user.email=x"]
+    subprocess.run(["git", "-C", str(work), *cfg, "commit", "-qam", "edit"], check=True)
+    subprocess.run(["git", "-C", str(work), "push", "-q", "origin", "vaultmem-keyring"], check=True)
+    ring = git(second.path, "rev-parse", "refs/heads/vaultmem-keyring").strip()
+    with pytest.raises(IntegrityError, match="keyring"):
+        second.pull()
+    assert git(second.path, "rev-parse", "refs/heads/vaultmem-keyring").strip() == ring
+
+
+def test_the_server_holds_no_plaintext(shared: tuple[Path, str, Vault]) -> None:
+    remote, _, _ = shared
+    listed = subprocess.run(
+        ["git", "-C", str(remote), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+    ).stdout
+    assert listed and MARKER.encode() not in listed
+
+
+def test_a_password_in_a_url_is_refused_and_never_stored(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    _, key, first = shared
+    with pytest.raises(VaultError, match="password"):
+        first.add_remote("hosted", "https://bot:s3cret@git.example.com/support.vault")
+    with pytest.raises(VaultError, match="password"):
+        Vault.clone("https://bot:s3cret@git.example.com/support.vault", tmp_path / "x.vault", key=key)
+    assert "s3cret" not in (first.path / "config").read_text()
+    assert not (tmp_path / "x.vault").exists()
+
+
+# -- git daemon on 127.0.0.1 ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def git_daemon(base: Path) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--enable=receive-pack",
+            f"--base-path={base}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            str(base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("git daemon did not start")
+        yield f"git://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_two_hosts_share_through_git_daemon(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    remote, key, first = shared
+    with git_daemon(remote.parent) as base:
+        url = f"{base}/{remote.name}"
+        second = Vault.clone(url, tmp_path / "second.vault", key=key)
+        write(second, "over-git.txt", "sent over git://\n")
+        assert set(second.push().moved) == {"main"}
+        first.remove_remote("origin")
+        first.add_remote("origin", url)
+        assert set(first.pull().moved) == {"main"}
+        assert first.read("/memories/over-git.txt") == "sent over git://\n"
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vaultmem", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
+
+
+def test_the_commands_clone_push_pull_and_sync(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    remote, key, first = shared
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}, "VAULTMEM_KEY": key}
+    cloned = cli("clone", str(remote), "second.vault", "--json", env=env, cwd=tmp_path)
+    assert cloned.returncode == 0, cloned.stderr
+    assert json.loads(cloned.stdout)["versions"] == 1
+    listed = cli("--vault", "second.vault", "remote", "list", "--json", env=env, cwd=tmp_path)
+    assert json.loads(listed.stdout) == [{"name": "origin", "url": str(remote)}]
+    write(first, "b.txt", "two\n")
+    first.push()
+    pulled = cli("--vault", "second.vault", "pull", "--json", env=env, cwd=tmp_path)
+    assert list(json.loads(pulled.stdout)["moved"]) == ["main"]
+    write(first, "c.txt", "three\n")
+    first.push()
+    synced = cli("--vault", "second.vault", "sync", env=env, cwd=tmp_path)
+    assert synced.returncode == 0 and synced.stdout.startswith("Pulled main: ")
+    assert "Pushed: nothing to move" in synced.stdout
+    refused = cli("--vault", "second.vault", "remote", "add", "x", "https://u:pw@h/x", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "password" in refused.stderr and "pw@" not in refused.stderr

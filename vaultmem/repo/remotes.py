@@ -1,0 +1,292 @@
+"""Sharing a vault through a git server: clone, remotes, push and pull.
+
+What travels is what git stores: ciphertext blobs, trees of paths, sealed
+commits, the keyring (data keys wrapped under the vault's key) and the policy.
+Three branches make a vault, and all three travel: ``main``, the keyring
+branch and the policy branch.
+
+Nothing is ever forced.  A push that is not a fast-forward is refused (the
+caller pulls first); a pull moves a branch only forward, to commits it has
+checked: every commit sealed under the vault's keys, a keyring whose MAC holds
+under the key this vault was opened with, a policy commit sealed like any
+other.  A pulled branch moves through the one commit path (``CommitPath.advance``):
+the fetched objects are synced, the move is journaled, then made, under the
+writer lock, so a power cut or a kill leaves the state before or after.
+
+Histories that have diverged are not merged yet: a pull that would need a
+merge changes nothing and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pygit2
+
+from vaultmem.core.crypto import Keyring
+from vaultmem.core.versions import split_seal
+from vaultmem.errors import ConflictError, IntegrityError, VaultError, WrongKeyError
+from vaultmem.git import durable
+from vaultmem.git.commits import CommitPath, Damaged, read_ref
+from vaultmem.repo.keys import KEYRING_REF, keyring_blob
+from vaultmem.repo.policy import POLICY_REF
+
+MAIN_REF = "refs/heads/main"
+BRANCHES = (MAIN_REF, KEYRING_REF, POLICY_REF)  # everything a vault is: all of it travels
+
+
+@dataclass(frozen=True)
+class Remote:
+    name: str
+    url: str
+
+
+@dataclass
+class Transfer:
+    """What a push or a pull moved: for each branch, (from, to) ids in full
+    (None where the branch did not exist); branches that did not move are left out."""
+
+    remote: str
+    moved: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.moved)
+
+
+class _Callbacks(pygit2.RemoteCallbacks):
+    """Collects what the server refused in a push (never raised by libgit2 itself)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: dict[str, str] = {}
+
+    def push_update_reference(self, refname: str, message: str | None) -> None:
+        if message:
+            self.refused[refname] = message
+
+
+def short_name(ref: str) -> str:
+    return ref.removeprefix("refs/heads/")
+
+
+def tracking(remote: str, ref: str) -> str:
+    return f"refs/remotes/{remote}/{short_name(ref)}"
+
+
+def list_remotes(repo: pygit2.Repository) -> list[Remote]:
+    return [Remote(r.name, r.url) for r in repo.remotes if r.name and r.url]
+
+
+def check_url(url: str) -> None:
+    """Refuse a URL that could not be stored safely: empty, with a control
+    character, or holding a password (credentials never land in the vault's
+    config, a log or a message: use a credential helper or ssh-agent)."""
+    if not url or any(ord(c) < 32 for c in url):
+        raise VaultError("Error: the remote's URL is empty or holds a control character.")
+    with contextlib.suppress(ValueError):
+        if urlsplit(url).password:
+            raise VaultError(
+                "Error: the URL holds a password, which would be stored in the vault's config; give the URL "
+                "without it and let git's credential helper or ssh-agent supply it."
+            )
+
+
+def add_remote(repo: pygit2.Repository, name: str, url: str) -> Remote:
+    if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise VaultError(f"Error: {name!r} is not a remote name: use letters, digits, '-', '_' and '.'.")
+    check_url(url)
+    if any(r.name == name for r in repo.remotes):
+        raise VaultError(f"Error: the vault already has a remote named {name!r}.")
+    repo.remotes.create(name, url, f"+refs/heads/*:refs/remotes/{name}/*")
+    return Remote(name, url)
+
+
+def remove_remote(repo: pygit2.Repository, name: str) -> None:
+    if not any(r.name == name for r in repo.remotes):
+        raise VaultError(f"Error: the vault has no remote named {name!r}.")
+    repo.remotes.delete(name)
+
+
+def _remote(repo: pygit2.Repository, name: str) -> pygit2.Remote:
+    for remote in repo.remotes:
+        if remote.name == name:
+            return remote
+    raise VaultError(f"Error: the vault has no remote named {name!r}; add one with its URL first.")
+
+
+def _transport_error(name: str, err: Exception) -> VaultError:
+    # libgit2's messages name the URL at most; credentials never reach them.
+    return VaultError(f"Error: cannot reach the remote {name!r}: {err}. Nothing was changed.")
+
+
+def fetch(repo: pygit2.Repository, name: str) -> None:
+    """The remote's three branches into ``refs/remotes/NAME/*`` (objects and
+    tracking refs only: no branch of the vault moves)."""
+    remote = _remote(repo, name)
+    specs = [f"+{ref}:{tracking(name, ref)}" for ref in BRANCHES]
+    try:
+        remote.fetch(specs)
+    except (pygit2.GitError, OSError) as err:
+        raise _transport_error(name, err) from err
+
+
+def push(repo: pygit2.Repository, name: str) -> Transfer:
+    """Push the three branches, never forcing.  A branch the server holds at
+    a commit this vault does not descend from is refused before anything is
+    sent: the caller pulls first."""
+    fetch(repo, name)
+    result = Transfer(name)
+    specs = []
+    for ref in BRANCHES:
+        local = repo.references.get(ref)
+        if local is None:
+            continue
+        theirs = repo.references.get(tracking(name, ref))
+        if theirs is not None:
+            if theirs.target == local.target:
+                continue
+            if not repo.descendant_of(local.target, theirs.target):
+                raise ConflictError(
+                    f"Error: the remote {name!r} holds versions of {short_name(ref)} this vault does not have; "
+                    "pull first. Nothing was pushed."
+                )
+        specs.append(f"{ref}:{ref}")  # no '+': the server refuses anything but a fast-forward too
+        result.moved[short_name(ref)] = (str(theirs.target) if theirs is not None else None, str(local.target))
+    if not specs:
+        return result
+    callbacks = _Callbacks()
+    try:
+        _remote(repo, name).push(specs, callbacks=callbacks)
+    except (pygit2.GitError, OSError) as err:
+        raise _transport_error(name, err) from err
+    if callbacks.refused:
+        shown = "; ".join(f"{short_name(ref)}: {why}" for ref, why in callbacks.refused.items())
+        raise ConflictError(f"Error: the remote {name!r} refused the push ({shown}); pull first.")
+    fetch(repo, name)  # the tracking refs now say what the server holds
+    return result
+
+
+def incoming(repo: pygit2.Repository, name: str, ref: str) -> tuple[pygit2.Oid | None, pygit2.Oid | None]:
+    """(this vault's tip, the remote's tip) of ``ref`` after a fetch."""
+    found = [repo.references.get(ref), repo.references.get(tracking(name, ref))]
+    local, theirs = (pygit2.Oid(hex=str(r.target)) if r is not None else None for r in found)
+    return local, theirs
+
+
+def fast_forward_needed(
+    repo: pygit2.Repository, name: str, ref: str, local: pygit2.Oid | None, theirs: pygit2.Oid | None
+) -> bool:
+    """Whether ``ref`` must move forward to ``theirs``; ConflictError if the
+    histories diverged (a merge, which pull does not make yet)."""
+    if theirs is None or theirs == local:
+        return False
+    if local is None or repo.descendant_of(theirs, local):
+        return True
+    if repo.descendant_of(local, theirs):
+        return False  # this vault is ahead: push
+    raise ConflictError(
+        f"Error: this vault and the remote {name!r} have both added versions to {short_name(ref)} since they "
+        "last synced; merging diverged histories is not supported yet. Nothing was changed."
+    )
+
+
+def check_keyring(repo: pygit2.Repository, theirs: pygit2.Oid, keyring: Keyring) -> Keyring:
+    """The remote's keyring, unlocked with this vault's key and authenticated
+    by its MAC; IntegrityError or WrongKeyError otherwise."""
+    doc = Keyring.parse(keyring_blob(repo, theirs))
+    try:
+        pulled = Keyring.unlock(doc, keyring.user_key)
+    except WrongKeyError as err:
+        raise WrongKeyError(
+            "Error: the remote's keyring does not open with this vault's key (the key was changed on another "
+            "clone); clone the vault again with the new key. Nothing was changed."
+        ) from err
+    if not pulled.intact:
+        raise IntegrityError(
+            "Error: the remote's keyring fails its check under this vault's key (altered on the server?). "
+            "Nothing was changed."
+        )
+    return pulled
+
+
+def check_commits(repo: pygit2.Repository, local: pygit2.Oid | None, theirs: pygit2.Oid, keyring: Keyring) -> int:
+    """Every commit ``theirs`` adds to ``local`` must carry a seal under the
+    vault's keys (a commit made on the server without the key is refused);
+    returns how many it adds."""
+    walker = repo.walk(theirs, pygit2.enums.SortMode.TOPOLOGICAL)
+    if local is not None:
+        walker.hide(local)
+    count = 0
+    for commit in walker:
+        raw = repo.odb.read(commit.id)[1]
+        body, seal = split_seal(raw)
+        problem = "it carries no vaultmem-seal" if seal is None else keyring.check_commit_seal(seal, body)
+        if problem:
+            raise IntegrityError(
+                f"Error: the remote's commit {str(commit.id)[:10]} was not made with this vault's key ({problem}); "
+                "the server's copy may have been altered. Nothing was changed."
+            )
+        count += 1
+    return count
+
+
+def advance(commits: CommitPath, ref: str, local: pygit2.Oid | None, theirs: pygit2.Oid) -> None:
+    """Move ``ref`` forward to ``theirs`` through the commit path (the caller
+    holds the writer lock)."""
+    try:
+        current = read_ref(commits.gitdir, ref)
+    except Damaged as err:
+        raise VaultError(f"Error: the vault's {ref} is damaged; run `vaultmem verify`.") from err
+    expected = bytes.fromhex(str(local)) if local is not None else None
+    if current != expected:
+        raise ConflictError(f"Error: {short_name(ref)} moved while the pull ran; pull again. Nothing was changed.")
+    commits.advance(ref, expected, bytes.fromhex(str(theirs)))
+
+
+def clone(url: str, path: Path, configure: Callable[[Path], None] | None = None) -> Path:
+    """Clone ``url`` into ``path`` (which must be missing or empty) as a bare
+    repository holding the vault's three branches.  Made in a folder beside
+    ``path`` and renamed into place, so a failed clone leaves nothing."""
+    check_url(url)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise VaultError(f"Error: {path} exists and is not an empty folder; choose a new folder for the clone.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(os.path.join(path.parent, f".{path.name}.clone-{os.getpid()}"))
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        try:
+            repo = pygit2.clone_repository(url, str(work), bare=True)
+        except (pygit2.GitError, OSError, ValueError) as err:
+            raise VaultError(f"Error: cannot clone {url}: {err}. Nothing was made.") from err
+        for ref in BRANCHES:  # whatever the server's HEAD names, the vault's three branches
+            theirs = repo.references.get(tracking("origin", ref))
+            if theirs is not None:
+                repo.references.create(ref, theirs.target, force=True)
+        repo.set_head(MAIN_REF)
+        if repo.references.get(KEYRING_REF) is None:
+            raise VaultError(f"Error: {url} is not a vault: it has no vaultmem keyring branch. Nothing was made.")
+        repo.config["core.logAllRefUpdates"] = "false"
+        repo.config["gc.auto"] = "0"
+        repo.config["vaultmem.format"] = "1"
+        repo.config["receive.denyNonFastForwards"] = "true"
+        (work / durable.STATE_DIR).mkdir(mode=0o700, exist_ok=True)
+        if configure is not None:
+            configure(work)  # opens it: a wrong key stops here
+        durable.sync_filesystem(work)
+        if path.exists():
+            path.rmdir()
+        os.rename(work, path)
+        durable.sync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    return path
