@@ -258,3 +258,41 @@ def test_the_commands_clone_push_pull_and_sync(shared: tuple[Path, str, Vault], 
     assert "Pushed: nothing to move" in synced.stdout
     refused = cli("--vault", "second.vault", "remote", "add", "x", "https://u:pw@h/x", env=env, cwd=tmp_path)
     assert refused.returncode == 2 and "password" in refused.stderr and "pw@" not in refused.stderr
+
+
+# -- the remote as a witness ---------------------------------------------------------------
+
+
+def test_a_history_cut_short_on_the_server_is_refused_by_pull_and_reported_by_verify(
+    shared: tuple[Path, str, Vault], tmp_path: Path
+) -> None:
+    remote, key, first = shared
+    write(first, "b.txt", "two\n")
+    write(first, "c.txt", "three\n")
+    first.push()
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    pushed = git(remote, "rev-parse", "main").strip()
+    # someone with access to the server moves main back two versions (sealed, genuine, but cut short)
+    git(remote, "update-ref", "refs/heads/main", "main~2")
+    cut = git(remote, "rev-parse", "main").strip()
+    for vault in (first, second):
+        head = str(vault.head())
+        with pytest.raises(IntegrityError) as refused:
+            vault.pull()
+        assert pushed[:10] in str(refused.value) and cut[:10] in str(refused.value)
+        assert str(vault.head()) == head  # nothing changed
+        with pytest.raises(IntegrityError):
+            vault.push()
+        report = vault.verify()
+        assert not report.ok
+        [finding] = [f for f in report.findings if f.kind == "remote"]
+        assert pushed[:10] in finding.detail and cut[:10] in finding.detail and "origin" in finding.detail
+
+
+def test_a_remote_that_only_moved_forward_is_no_finding(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    remote, key, first = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    write(second, "b.txt", "two\n")
+    second.push()
+    first.pull()
+    assert first.verify().ok and second.verify().ok

@@ -128,13 +128,66 @@ def _transport_error(name: str, err: Exception) -> VaultError:
 
 def fetch(repo: pygit2.Repository, name: str) -> None:
     """The remote's three branches into ``refs/remotes/NAME/*`` (objects and
-    tracking refs only: no branch of the vault moves)."""
+    tracking refs only: no branch of the vault moves), then the witness
+    check: IntegrityError if the remote's ``main`` no longer contains what it
+    held when this vault last synced with it."""
     remote = _remote(repo, name)
     specs = [f"+{ref}:{tracking(name, ref)}" for ref in BRANCHES]
     try:
         remote.fetch(specs)
     except (pygit2.GitError, OSError) as err:
         raise _transport_error(name, err) from err
+    problem = witness_problem(repo, name)
+    if problem is not None:
+        raise IntegrityError(f"Error: {problem}. Nothing was changed; check the server before syncing again.")
+
+
+# -- the remote as a witness ---------------------------------------------------------------
+# Each remote remembers the last version of main it was seen to hold (after a
+# clone, a push or a pull).  A server only ever gains versions: if its main no
+# longer contains that one, its history was rewritten or cut short there.
+
+
+def _witness_key(name: str) -> str:
+    return f"remote.{name}.vaultmemwitness"
+
+
+def witness(repo: pygit2.Repository, name: str) -> str | None:
+    try:
+        value = repo.config[_witness_key(name)]
+    except KeyError:
+        return None
+    return str(value) if value else None
+
+
+def remember(repo: pygit2.Repository, name: str) -> None:
+    """Record the remote's ``main`` as fetched last as what it is known to hold."""
+    theirs = repo.references.get(tracking(name, MAIN_REF))
+    if theirs is not None:
+        repo.config[_witness_key(name)] = str(theirs.target)
+
+
+def witness_problem(repo: pygit2.Repository, name: str) -> str | None:
+    """What is wrong with the remote's ``main`` as last fetched, or None."""
+    seen = witness(repo, name)
+    if seen is None:
+        return None
+    theirs = repo.references.get(tracking(name, MAIN_REF))
+    if theirs is None:
+        return f"the remote {name!r} no longer has a main branch; it held {seen[:10]} when this vault last synced"
+    now = str(theirs.target)
+    if now == seen:
+        return None
+    try:
+        contains = repo.descendant_of(theirs.target, pygit2.Oid(hex=seen))
+    except (pygit2.GitError, ValueError, KeyError):
+        contains = False
+    if contains:
+        return None
+    return (
+        f"the remote {name!r} holds main at {now[:10]}, which does not contain {seen[:10]}, the version it held "
+        "when this vault last synced: its history was rewritten or cut short on the server"
+    )
 
 
 def push(repo: pygit2.Repository, name: str) -> Transfer:
@@ -170,6 +223,7 @@ def push(repo: pygit2.Repository, name: str) -> Transfer:
         shown = "; ".join(f"{short_name(ref)}: {why}" for ref, why in callbacks.refused.items())
         raise ConflictError(f"Error: the remote {name!r} refused the push ({shown}); pull first.")
     fetch(repo, name)  # the tracking refs now say what the server holds
+    remember(repo, name)
     return result
 
 
@@ -270,6 +324,7 @@ def clone(url: str, path: Path, configure: Callable[[Path], None] | None = None)
             if theirs is not None:
                 repo.references.create(ref, theirs.target, force=True)
         repo.set_head(MAIN_REF)
+        remember(repo, "origin")
         if repo.references.get(KEYRING_REF) is None:
             raise VaultError(f"Error: {url} is not a vault: it has no vaultmem keyring branch. Nothing was made.")
         repo.config["core.logAllRefUpdates"] = "false"

@@ -598,6 +598,10 @@ class Store:
             policy_mod.read_policy(self.repo, self.keyring)  # the policy in force: sealed and well formed
         except VaultError as err:
             report.findings.append(Finding("policy", None, None, str(err)))
+        for remote in sharing.list_remotes(self.repo):  # as last fetched: verify reads no network
+            problem = sharing.witness_problem(self.repo, remote.name)
+            if problem is not None:
+                report.findings.append(Finding("remote", None, None, problem))
         return report
 
     # -- expiry (vaultmem.expiry does the work) ----------------------------------
@@ -793,6 +797,7 @@ class Store:
             for ref, local, theirs in moves:
                 sharing.advance(self._commits, ref, local, theirs)
                 result.moved[sharing.short_name(ref)] = (str(local) if local else None, str(theirs))
+            sharing.remember(self.repo, remote)
         return result
 
     def sync(self, remote: str = "origin") -> tuple[sharing.Transfer, sharing.Transfer]:

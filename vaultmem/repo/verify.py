@@ -41,7 +41,9 @@ from vaultmem.git import objects
 from vaultmem.repo.history import UnreadableVersion, hiding_files, read_commit
 
 Progress = Callable[[int, int], None]
-Kind = Literal["object", "seal", "message", "tree", "blob", "keyring", "policy", "shallow", "grafts", "replace"]
+Kind = Literal[
+    "object", "seal", "message", "tree", "blob", "keyring", "policy", "shallow", "grafts", "replace", "remote"
+]
 
 
 @dataclass(frozen=True)
