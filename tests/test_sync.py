@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pygit2
 import pytest
 from conftest import commit_count, git
 
@@ -296,3 +297,54 @@ def test_a_remote_that_only_moved_forward_is_no_finding(shared: tuple[Path, str,
     second.push()
     first.pull()
     assert first.verify().ok and second.verify().ok
+
+
+# -- killed mid-transfer ---------------------------------------------------------------------
+
+PULL = """
+import sys
+from vaultmem import Vault
+vault = Vault.open(sys.argv[1], key=sys.argv[2])
+print("open", flush=True)
+vault.pull() if sys.argv[3] == "pull" else vault.push()
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("verb", ["pull", "push"])
+def test_a_transfer_killed_at_any_moment_leaves_both_sides_consistent(
+    shared: tuple[Path, str, Vault], tmp_path: Path, verb: str
+) -> None:
+    remote, key, first = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    source, target = (first, second) if verb == "pull" else (second, first)
+    tool = VaultMemoryTool(source, actor="agent", session="many")
+    for n in range(150):
+        tool.call({"command": "create", "path": f"/memories/many/{n}.txt", "file_text": f"{n} " * 200})
+    if verb == "pull":
+        source.push()
+    mover = target if verb == "pull" else source
+    for delay in (0.0, 0.02, 0.05, 0.1, 0.2, 0.4):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", PULL, str(mover.path), key, verb], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == "open\n"
+        time.sleep(delay)
+        proc.kill()
+        proc.wait(timeout=30)
+        with Vault.open(mover.path, key=key) as reopened:
+            assert reopened.verify().ok
+            assert reopened.head() in (pygit2_oid(target.path), pygit2_oid(source.path))
+        fsck = subprocess.run(["git", "-C", str(mover.path), "fsck", "--strict"], capture_output=True, text=True)
+        assert fsck.returncode == 0, fsck.stderr
+        server_fsck = subprocess.run(["git", "-C", str(remote), "fsck", "--strict"], capture_output=True, text=True)
+        assert server_fsck.returncode == 0, server_fsck.stderr
+    with Vault.open(mover.path, key=key) as reopened:
+        reopened.pull() if verb == "pull" else reopened.push()
+    assert git(remote, "rev-parse", "main").strip() == git(source.path, "rev-parse", "main").strip()
+    if verb == "pull":
+        assert git(target.path, "rev-parse", "main").strip() == git(source.path, "rev-parse", "main").strip()
+
+
+def pygit2_oid(path: Path) -> pygit2.Oid:
+    return pygit2.Oid(hex=git(path, "rev-parse", "main").strip())
