@@ -21,6 +21,7 @@ from pathlib import Path
 import pygit2
 import pytest
 from conftest import commit_count, git
+from githttp import git_http
 
 from vaultmem import ConflictError, IntegrityError, Vault, VaultError, VaultMemoryTool, WrongKeyError, generate_key
 
@@ -348,3 +349,48 @@ def test_a_transfer_killed_at_any_moment_leaves_both_sides_consistent(
 
 def pygit2_oid(path: Path) -> pygit2.Oid:
     return pygit2.Oid(hex=git(path, "rev-parse", "main").strip())
+
+
+# -- smart HTTP with basic auth ------------------------------------------------------------
+
+
+def test_https_style_credentials_come_from_the_environment_or_gits_helpers(
+    shared: tuple[Path, str, Vault], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote, key, first = shared
+    monkeypatch.delenv("VAULTMEM_GIT_USERNAME", raising=False)
+    monkeypatch.delenv("VAULTMEM_GIT_PASSWORD", raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    with git_http(remote.parent, "agent", "s3cret-pw") as (base, requests):
+        url = f"{base}/{remote.name}"
+        # no credentials anywhere: one clear error, nothing made, no endless retry
+        with pytest.raises(VaultError, match="cannot clone"):
+            Vault.clone(url, tmp_path / "none.vault", key=key)
+        assert not (tmp_path / "none.vault").exists()
+        # from the environment
+        monkeypatch.setenv("VAULTMEM_GIT_USERNAME", "agent")
+        monkeypatch.setenv("VAULTMEM_GIT_PASSWORD", "s3cret-pw")
+        second = Vault.clone(url, tmp_path / "second.vault", key=key)
+        write(second, "over-http.txt", "sent over http\n")
+        assert set(second.push().moved) == {"main"}
+        # from git's credential helper, as `git credential approve` stored it
+        monkeypatch.delenv("VAULTMEM_GIT_USERNAME")
+        monkeypatch.delenv("VAULTMEM_GIT_PASSWORD")
+        (home / ".gitconfig").write_text("[credential]\n\thelper = store\n")
+        (home / ".git-credentials").write_text(f"http://agent:s3cret-pw@{base.removeprefix('http://')}\n")
+        first.remove_remote("origin")
+        first.add_remote("origin", url)
+        assert set(first.pull().moved) == {"main"}
+        assert first.read("/memories/over-http.txt") == "sent over http\n"
+        # a wrong password: refused, clearly
+        (home / ".git-credentials").write_text(f"http://agent:wrong@{base.removeprefix('http://')}\n")
+        with pytest.raises(VaultError, match="cannot reach the remote") as refused:
+            first.pull()
+        assert "wrong" not in str(refused.value) and "s3cret" not in str(refused.value)
+    assert any('" 401 ' in line for line in requests) and any("git-receive-pack" in line for line in requests)
+    for vault in (first, second):
+        stored = (vault.path / "config").read_text()
+        assert "s3cret" not in stored and "wrong" not in stored

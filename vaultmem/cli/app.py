@@ -1128,7 +1128,7 @@ def _clone(args: argparse.Namespace) -> int:
     from vaultmem.vault import Vault
 
     source = _clone_key_args(args)
-    with Vault.clone(args.url, args.path, **source) as vault:
+    with ProgressBar("clone") as bar, Vault.clone(args.url, args.path, progress=bar, **source) as vault:
         count = len(vault.history())
     if args.json:
         print_json({"vault": str(Path(args.path).resolve()), "url": args.url, "versions": count})
@@ -1243,7 +1243,8 @@ def _say_moved(verb: str, transfer: Any) -> None:
 
 
 def _push(vault: Vault, args: argparse.Namespace) -> int:
-    transfer = vault.push(args.remote)
+    with ProgressBar("push") as bar:
+        transfer = vault.push(args.remote, progress=bar)
     if args.json:
         print_json({"remote": args.remote, "moved": _moved(transfer)})
     else:
@@ -1252,7 +1253,8 @@ def _push(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def _pull(vault: Vault, args: argparse.Namespace) -> int:
-    transfer = vault.pull(args.remote)
+    with ProgressBar("pull") as bar:
+        transfer = vault.pull(args.remote, progress=bar)
     if args.json:
         print_json({"remote": args.remote, "moved": _moved(transfer)})
     else:
@@ -1261,7 +1263,8 @@ def _pull(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def _sync(vault: Vault, args: argparse.Namespace) -> int:
-    pulled, pushed = vault.sync(args.remote)
+    with ProgressBar("sync") as bar:
+        pulled, pushed = vault.sync(args.remote, progress=bar)
     if args.json:
         print_json({"remote": args.remote, "pulled": _moved(pulled), "pushed": _moved(pushed)})
     else:

@@ -22,9 +22,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pygit2
@@ -60,16 +62,88 @@ class Transfer:
         return bool(self.moved)
 
 
-class _Callbacks(pygit2.RemoteCallbacks):
-    """Collects what the server refused in a push (never raised by libgit2 itself)."""
+ENV_USERNAME = "VAULTMEM_GIT_USERNAME"
+ENV_PASSWORD = "VAULTMEM_GIT_PASSWORD"  # the name of a variable
+ENV_SSH_KEY = "VAULTMEM_SSH_KEY"
+ENV_SSH_PASSPHRASE = "VAULTMEM_SSH_PASSPHRASE"
 
-    def __init__(self) -> None:
+
+class _Callbacks(pygit2.RemoteCallbacks):
+    """Credentials when the server asks, and what it refused in a push.
+
+    Credentials come from where git users keep them, never from the vault:
+    for https, ``VAULTMEM_GIT_USERNAME`` / ``VAULTMEM_GIT_PASSWORD``, else git's
+    own credential helpers (``git credential fill``); for ssh, ssh-agent, else
+    the key file in ``VAULTMEM_SSH_KEY``.  Each is offered once: a server that
+    refuses it gets a clear error, not a loop."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None = None) -> None:
         super().__init__()
         self.refused: dict[str, str] = {}
+        self.offered: set[str] = set()
+        self.progress = progress
 
     def push_update_reference(self, refname: str, message: str | None) -> None:
         if message:
             self.refused[refname] = message
+
+    def transfer_progress(self, stats: Any) -> None:
+        if self.progress is not None and stats.total_objects:
+            self.progress(stats.received_objects, stats.total_objects)
+
+    def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
+        if self.progress is not None and total_objects:
+            self.progress(objects_pushed, total_objects)
+
+    def credentials(self, url: str, username_from_url: str | None, allowed_types: pygit2.enums.CredentialType) -> Any:
+        kinds = pygit2.enums.CredentialType
+        if allowed_types & kinds.USERPASS_PLAINTEXT and "userpass" not in self.offered:
+            self.offered.add("userpass")
+            found = _userpass(url, username_from_url)
+            if found is not None:
+                return pygit2.UserPass(*found)
+        if allowed_types & kinds.SSH_KEY:
+            user = username_from_url or "git"
+            if os.environ.get("SSH_AUTH_SOCK") and "agent" not in self.offered:
+                self.offered.add("agent")
+                return pygit2.KeypairFromAgent(user)
+            key_file = os.environ.get(ENV_SSH_KEY)
+            if key_file and "keyfile" not in self.offered:
+                self.offered.add("keyfile")
+                public = key_file + ".pub" if os.path.exists(key_file + ".pub") else None
+                return pygit2.Keypair(user, public, key_file, os.environ.get(ENV_SSH_PASSPHRASE, ""))
+        if allowed_types & kinds.USERNAME and "username" not in self.offered:
+            self.offered.add("username")
+            return pygit2.Username(username_from_url or "git")
+        raise pygit2.GitError(
+            "the server wants credentials and none given here opens it (see docs/sync.md, Credentials)"
+        )
+
+
+def _userpass(url: str, username: str | None) -> tuple[str, str] | None:
+    """A username and password for ``url``: the environment, else git's credential helpers."""
+    if os.environ.get(ENV_USERNAME) and os.environ.get(ENV_PASSWORD):
+        return os.environ[ENV_USERNAME], os.environ[ENV_PASSWORD]
+    parts = urlsplit(url)
+    request = f"protocol={parts.scheme}\nhost={parts.netloc.rpartition('@')[2]}\npath={parts.path.lstrip('/')}\n"
+    if username:
+        request += f"username={username}\n"
+    try:
+        done = subprocess.run(
+            ["git", "credential", "fill"],
+            input=request + "\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},  # never a prompt from inside a call
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    fields = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    if done.returncode != 0 or not fields.get("username") or not fields.get("password"):
+        return None
+    return fields["username"], fields["password"]
 
 
 def short_name(ref: str) -> str:
@@ -126,7 +200,7 @@ def _transport_error(name: str, err: Exception) -> VaultError:
     return VaultError(f"Error: cannot reach the remote {name!r}: {err}. Nothing was changed.")
 
 
-def fetch(repo: pygit2.Repository, name: str) -> None:
+def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None] | None = None) -> None:
     """The remote's three branches into ``refs/remotes/NAME/*`` (objects and
     tracking refs only: no branch of the vault moves), then the witness
     check: IntegrityError if the remote's ``main`` no longer contains what it
@@ -134,7 +208,7 @@ def fetch(repo: pygit2.Repository, name: str) -> None:
     remote = _remote(repo, name)
     specs = [f"+{ref}:{tracking(name, ref)}" for ref in BRANCHES]
     try:
-        remote.fetch(specs)
+        remote.fetch(specs, callbacks=_Callbacks(progress))
     except (pygit2.GitError, OSError) as err:
         raise _transport_error(name, err) from err
     problem = witness_problem(repo, name)
@@ -190,7 +264,7 @@ def witness_problem(repo: pygit2.Repository, name: str) -> str | None:
     )
 
 
-def push(repo: pygit2.Repository, name: str) -> Transfer:
+def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None] | None = None) -> Transfer:
     """Push the three branches, never forcing.  A branch the server holds at
     a commit this vault does not descend from is refused before anything is
     sent: the caller pulls first."""
@@ -214,7 +288,7 @@ def push(repo: pygit2.Repository, name: str) -> Transfer:
         result.moved[short_name(ref)] = (str(theirs.target) if theirs is not None else None, str(local.target))
     if not specs:
         return result
-    callbacks = _Callbacks()
+    callbacks = _Callbacks(progress)
     try:
         _remote(repo, name).push(specs, callbacks=callbacks)
     except (pygit2.GitError, OSError) as err:
@@ -304,7 +378,12 @@ def advance(commits: CommitPath, ref: str, local: pygit2.Oid | None, theirs: pyg
     commits.advance(ref, expected, bytes.fromhex(str(theirs)))
 
 
-def clone(url: str, path: Path, configure: Callable[[Path], None] | None = None) -> Path:
+def clone(
+    url: str,
+    path: Path,
+    configure: Callable[[Path], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
     """Clone ``url`` into ``path`` (which must be missing or empty) as a bare
     repository holding the vault's three branches.  Made in a folder beside
     ``path`` and renamed into place, so a failed clone leaves nothing."""
@@ -316,7 +395,7 @@ def clone(url: str, path: Path, configure: Callable[[Path], None] | None = None)
     shutil.rmtree(work, ignore_errors=True)
     try:
         try:
-            repo = pygit2.clone_repository(url, str(work), bare=True)
+            repo = pygit2.clone_repository(url, str(work), bare=True, callbacks=_Callbacks(progress))
         except (pygit2.GitError, OSError, ValueError) as err:
             raise VaultError(f"Error: cannot clone {url}: {err}. Nothing was made.") from err
         for ref in BRANCHES:  # whatever the server's HEAD names, the vault's three branches

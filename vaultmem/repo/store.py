@@ -739,6 +739,7 @@ class Store:
         key_file: str | os.PathLike[str] | None = None,
         passphrase: str | None = None,
         clock: Clock = time.time,
+        progress: Progress | None = None,
     ) -> Self:
         """Clone a shared vault from ``url`` (a path, ``file://``, ``git://``,
         ``ssh://`` or ``https://``) into ``path`` and open it with its key.
@@ -747,7 +748,7 @@ class Store:
         def opens(folder: Path) -> None:
             cls.open(folder, key=key, key_file=key_file, passphrase=passphrase, clock=clock).close()
 
-        sharing.clone(url, Path(path), configure=opens)
+        sharing.clone(url, Path(path), configure=opens, progress=progress)
         return cls.open(path, key=key, key_file=key_file, passphrase=passphrase, clock=clock)
 
     @property
@@ -761,18 +762,18 @@ class Store:
     def remove_remote(self, name: str) -> None:
         sharing.remove_remote(self.repo, name)
 
-    def push(self, remote: str = "origin") -> sharing.Transfer:
+    def push(self, remote: str = "origin", progress: Progress | None = None) -> sharing.Transfer:
         """Send this vault's new versions, keys and policy to ``remote``: only
         fast-forwards, never forced; ConflictError when the remote holds
         versions this vault lacks (pull first)."""
-        return sharing.push(self.repo, remote)
+        return sharing.push(self.repo, remote, progress)
 
-    def pull(self, remote: str = "origin") -> sharing.Transfer:
+    def pull(self, remote: str = "origin", progress: Progress | None = None) -> sharing.Transfer:
         """Bring ``remote``'s new versions, keys and policy here, each branch
         moved forward only, through the commit path, after checking every
         incoming commit's seal and the keyring's MAC under this vault's key.
         Diverged histories are refused (no merge yet); nothing changes then."""
-        sharing.fetch(self.repo, remote)
+        sharing.fetch(self.repo, remote, progress)
         result = sharing.Transfer(remote)
         with self._lock.hold():
             self._commits.recover()
@@ -800,10 +801,12 @@ class Store:
             sharing.remember(self.repo, remote)
         return result
 
-    def sync(self, remote: str = "origin") -> tuple[sharing.Transfer, sharing.Transfer]:
+    def sync(
+        self, remote: str = "origin", progress: Progress | None = None
+    ) -> tuple[sharing.Transfer, sharing.Transfer]:
         """Pull, then push: (what the pull moved, what the push moved)."""
-        pulled = self.pull(remote)
-        return pulled, self.push(remote)
+        pulled = self.pull(remote, progress)
+        return pulled, self.push(remote, progress)
 
     def configure_textconv(self, command: str) -> None:
         """Let stock git show decrypted text (``git log -p``, ``git diff``) to
