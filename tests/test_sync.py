@@ -22,6 +22,7 @@ import pygit2
 import pytest
 from conftest import commit_count, git
 from githttp import git_http
+from sshserver import SSHD, sshd
 
 from vaultmem import ConflictError, IntegrityError, Vault, VaultError, VaultMemoryTool, WrongKeyError, generate_key
 
@@ -394,3 +395,39 @@ def test_https_style_credentials_come_from_the_environment_or_gits_helpers(
     for vault in (first, second):
         stored = (vault.path / "config").read_text()
         assert "s3cret" not in stored and "wrong" not in stored
+
+
+# -- ssh --------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists(SSHD), reason="OpenSSH's sshd is not installed (.ci/run installs it)")
+def test_ssh_with_a_key_file_and_a_known_host_and_nothing_else(
+    shared: tuple[Path, str, Vault], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote, key, first = shared
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(pygit2.settings, "homedir", str(home))  # libgit2 read HOME once, at its start
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    with sshd(tmp_path / "sshd") as server:
+        monkeypatch.setenv("VAULTMEM_SSH_KEY", str(server.user_key))
+        url = f"ssh://root@127.0.0.1:{server.port}{remote}"
+        # a host this machine does not know is refused before anything is sent
+        with pytest.raises(VaultError, match="not one this machine knows"):
+            Vault.clone(url, tmp_path / "unknown.vault", key=key)
+        assert not (tmp_path / "unknown.vault").exists()
+        (home / ".ssh" / "known_hosts").write_text(server.known_hosts + "\n")
+        second = Vault.clone(url, tmp_path / "second.vault", key=key)
+        write(second, "over-ssh.txt", "sent over ssh\n")
+        assert set(second.push().moved) == {"main"}
+        assert first.pull().moved["main"][1] == str(second.head())
+        assert first.read("/memories/over-ssh.txt") == "sent over ssh\n"
+        # a host key that changed is refused too
+        other = (
+            server.known_hosts.rsplit(" ", 1)[0]
+            + " AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C7okWi4dsSGtqrbI"
+        )
+        (home / ".ssh" / "known_hosts").write_text(other + "\n")
+        with pytest.raises(VaultError, match="not one this machine knows"):
+            second.pull()

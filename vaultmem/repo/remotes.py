@@ -95,6 +95,17 @@ class _Callbacks(pygit2.RemoteCallbacks):
         if self.progress is not None and total_objects:
             self.progress(objects_pushed, total_objects)
 
+    def certificate_check(self, certificate: Any, valid: bool, host: bytes | str) -> bool:
+        """A server is trusted only as git would trust it: a TLS certificate
+        that validates, an ssh host key listed in ``~/.ssh/known_hosts``."""
+        if not valid:
+            shown = host.decode("utf-8", "replace") if isinstance(host, bytes) else host
+            raise pygit2.GitError(
+                f"the server {shown} is not one this machine knows (its TLS certificate does not validate, or its "
+                "ssh host key is not in ~/.ssh/known_hosts or has changed); check it before trusting it"
+            )
+        return True
+
     def credentials(self, url: str, username_from_url: str | None, allowed_types: pygit2.enums.CredentialType) -> Any:
         kinds = pygit2.enums.CredentialType
         if allowed_types & kinds.USERPASS_PLAINTEXT and "userpass" not in self.offered:
