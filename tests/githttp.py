@@ -64,8 +64,14 @@ def _handler(root: Path, user: str, password: str, log: list[str]) -> type[BaseH
             if self.headers.get("Git-Protocol"):
                 env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
             done = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, timeout=120)
-            head, _, payload = done.stdout.replace(b"\r\n", b"\n").partition(b"\n\n")
-            if b"\n\n" not in done.stdout.replace(b"\r\n", b"\n"):
+            # The CGI headers end at the first blank line; the payload after it is
+            # binary (a pack) and passes through untouched.
+            ends = [(done.stdout.find(sep), sep) for sep in (b"\r\n\r\n", b"\n\n")]
+            found = [(at, sep) for at, sep in ends if at >= 0]
+            if found:
+                at, sep = min(found)
+                head, payload = done.stdout[:at], done.stdout[at + len(sep) :]
+            else:
                 head, payload = b"", done.stdout
             status = 200
             headers = []

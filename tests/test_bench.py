@@ -745,3 +745,24 @@ def test_the_startup_bench_writes_a_row_per_command_with_its_verdict(tmp_path: P
         assert float(cells[0]) > 0 and cells[-1] in ("met", "missed")
         assert cells[-2] == "no"  # none of them loads the Anthropic SDK
     assert "`python -c pass (floor)`" in rows
+
+
+# -- push and pull speed (bench/sync.py) -------------------------------------------------
+
+
+def test_the_sync_bench_times_push_and_pull_over_each_transport(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "bench/sync.py", "--quick", "--out", str(tmp_path)],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("|")[1:-1] for line in (tmp_path / "sync-speed.md").read_text().splitlines()]
+    timed = [[cell.strip() for cell in row] for row in rows if row and row[1].strip() in ("1", "20")]
+    assert {(row[0], row[1]) for row in timed} == {
+        (transport, count) for transport in ("file://", "http:// (basic auth)") for count in ("1", "20")
+    }
+    assert all(float(row[2].replace(",", "")) > 0 and float(row[3].replace(",", "")) > 0 for row in timed)

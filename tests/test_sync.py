@@ -376,6 +376,9 @@ def test_https_style_credentials_come_from_the_environment_or_gits_helpers(
         monkeypatch.setenv("VAULTMEM_GIT_PASSWORD", "s3cret-pw")
         second = Vault.clone(url, tmp_path / "second.vault", key=key)
         write(second, "over-http.txt", "sent over http\n")
+        tool = VaultMemoryTool(second, actor="agent", session="many")
+        for n in range(150):  # a pack of some size, in both directions
+            tool.call({"command": "create", "path": f"/memories/many/{n}.txt", "file_text": f"{n} " * 300})
         assert set(second.push().moved) == {"main"}
         # from git's credential helper, as `git credential approve` stored it
         monkeypatch.delenv("VAULTMEM_GIT_USERNAME")

@@ -1,0 +1,124 @@
+"""How long sharing takes: push and pull of 1 and of 1,000 new versions.
+
+    python bench/sync.py [--runs 5] [--out docs]      # writes docs/sync-speed.md
+    python bench/sync.py --quick --out /tmp/x          # 1 and 20 versions, one run: for the tests
+
+For each transport (a bare repository over ``file://``, and smart HTTP: git's
+own ``git http-backend`` behind a local HTTP server on 127.0.0.1 with basic
+auth, as in the tests) and each size, a fresh server and two clones: one host
+writes the versions, then its ``push`` is timed, then the other host's
+``pull`` (which fetches, checks every incoming commit's seal and moves its
+branch through the commit path).  Wall time with time.perf_counter, the median
+of ``--runs`` runs, each on new folders; the machine's noise shows as the
+spread (min-max) beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from githttp import git_http  # noqa: E402  (the tests' HTTP server: the same one they trust)
+
+from vaultmem.ops.memory import MemoryCommands  # noqa: E402
+from vaultmem.vault import Vault  # noqa: E402
+
+
+@contextmanager
+def file_server(folder: Path) -> Iterator[str]:
+    yield (folder / "server.git").as_uri()
+
+
+@contextmanager
+def http_server(folder: Path) -> Iterator[str]:
+    os.environ["VAULTMEM_GIT_USERNAME"], os.environ["VAULTMEM_GIT_PASSWORD"] = "bench", "bench-pw"
+    with git_http(folder, "bench", "bench-pw") as (base, _):
+        yield f"{base}/server.git"
+
+
+TRANSPORTS: dict[str, Callable[[Path], AbstractContextManager[str]]] = {
+    "file://": file_server,
+    "http:// (basic auth)": http_server,
+}
+
+
+def one_run(transport: str, count: int, key: str) -> tuple[float, float]:
+    """(push seconds, pull seconds) for ``count`` new versions."""
+    with tempfile.TemporaryDirectory(prefix="vaultmem-sync-bench-") as tmp:
+        folder = Path(tmp)
+        subprocess.run(["git", "init", "-q", "--bare", str(folder / "server.git")], check=True)
+        with TRANSPORTS[transport](folder) as url:
+            writer = Vault.init(folder / "writer.vault", key=key)
+            MemoryCommands(writer, actor="bench", session="base").run(
+                {"command": "create", "path": "/memories/base.txt", "file_text": "base\n"}
+            )
+            writer.add_remote("origin", str(url))
+            writer.push()
+            reader = Vault.clone(str(url), folder / "reader.vault", key=key)
+            tool = MemoryCommands(writer, actor="bench", session="burst")
+            for n in range(count):
+                tool.run({"command": "create", "path": f"/memories/burst/{n}.txt", "file_text": f"note {n}\n" * 5})
+            start = time.perf_counter()
+            writer.push()
+            pushed = time.perf_counter() - start
+            start = time.perf_counter()
+            moved = reader.pull()
+            pulled = time.perf_counter() - start
+            assert "main" in moved.moved
+            writer.close()
+            reader.close()
+    return pushed, pulled
+
+
+def shown(samples: list[float]) -> str:
+    ms = [s * 1000 for s in samples]
+    spread = f" ({min(ms):,.0f}-{max(ms):,.0f})" if len(ms) > 1 else ""
+    return f"{statistics.median(ms):,.0f}{spread}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5, help="runs of each case (default 5)")
+    parser.add_argument("--quick", action="store_true", help="1 and 20 versions, one run each, for the tests")
+    parser.add_argument("--out", default="docs", help="folder for sync-speed.md (default: docs)")
+    args = parser.parse_args()
+    from vaultmem import generate_key
+
+    key = generate_key()
+    sizes = (1, 20) if args.quick else (1, 1000)
+    runs = 1 if args.quick else args.runs
+    rows = []
+    for transport in TRANSPORTS:
+        for count in sizes:
+            results = [one_run(transport, count, key) for _ in range(runs)]
+            rows.append((transport, count, [r[0] for r in results], [r[1] for r in results]))
+            print(f"{transport} {count}: push {shown(rows[-1][2])} ms, pull {shown(rows[-1][3])} ms", flush=True)
+    lines = [
+        "# Push and pull speed",
+        "",
+        "Written by `python bench/sync.py` (see its docstring for the method): the median of",
+        f"{runs} run(s) in ms, with the spread (min-max) beside it, on a {os.cpu_count()}-core machine.",
+        "",
+        "| transport | new versions | push | pull |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {t} | {c:,} | {shown(p)} | {shown(q)} |" for t, c, p, q in rows]
+    lines.append("")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sync-speed.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
