@@ -98,7 +98,7 @@ def prepare(block: Block, work: Path) -> dict[str, str]:
     code = block.code
     if 'Vault.init("agent.vault"' in code or "agent.vault init" in code or "vaultmem demo" in code:
         return {}  # the block makes its own vault
-    if "server.git" in code:  # docs/sync.md: a server holding the laptop's vault
+    if block.doc == "docs/sync.md":  # a server holding the laptop's vault
         key = generate_key()
         subprocess.run(["git", "init", "-q", "--bare", str(work / "server.git")], check=True)
         with Vault.init(work / "laptop.vault", key=key) as laptop:

@@ -434,3 +434,64 @@ def test_ssh_with_a_key_file_and_a_known_host_and_nothing_else(
         (home / ".ssh" / "known_hosts").write_text(other + "\n")
         with pytest.raises(VaultError, match="not one this machine knows"):
             second.pull()
+
+
+# -- automatic sync for agents -------------------------------------------------------------
+
+
+def test_a_tool_with_sync_pulls_at_start_and_pushes_each_mutation_in_the_background(
+    shared: tuple[Path, str, Vault], tmp_path: Path
+) -> None:
+    remote, key, first = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    write(first, "before-session.txt", "from the first host\n")
+    first.push()
+    tool = VaultMemoryTool(second, actor="agent", session="s", sync="origin")  # pulls now
+    assert second.read("/memories/before-session.txt") == "from the first host\n"
+    for n in range(5):
+        tool.call({"command": "create", "path": f"/memories/s{n}.txt", "file_text": f"{n}\n"})
+    assert tool.autosync is not None and tool.autosync.flush(60)
+    assert git(remote, "rev-parse", "main").strip() == str(second.head())
+    assert tool.autosync.failures == 0
+    tool.autosync.close()
+
+
+def test_an_unreachable_server_never_fails_a_call_and_the_next_sync_catches_up(
+    shared: tuple[Path, str, Vault], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    remote, _, first = shared
+    moved = remote.with_name("moved.git")
+    remote.rename(moved)  # the server is gone
+    tool = VaultMemoryTool(first, actor="agent", session="s", sync="origin")
+    result = tool.call({"command": "create", "path": "/memories/offline.txt", "file_text": "works offline\n"})
+    assert result == "File created successfully at: /memories/offline.txt"
+    assert tool.autosync is not None and tool.autosync.flush(60)
+    assert tool.autosync.failures >= 2  # the pull at start, the push after the call
+    assert any("could not sync" in r.getMessage() and r.name == "vaultmem.sync" for r in caplog.records)
+    moved.rename(remote)  # back online
+    tool.call({"command": "create", "path": "/memories/online.txt", "file_text": "back\n"})
+    assert tool.autosync.flush(60)
+    assert git(remote, "rev-parse", "main").strip() == str(first.head())
+    tool.autosync.close()
+
+
+def test_sync_every_n_seconds_pulls_what_others_pushed(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    remote, key, first = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    tool = VaultMemoryTool(second, actor="agent", session="s", sync="origin", sync_every=0.1)
+    write(first, "later.txt", "pushed later\n")
+    first.push()
+    deadline = time.monotonic() + 30
+    while str(second.head()) != str(first.head()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert second.read("/memories/later.txt") == "pushed later\n"
+    assert tool.autosync is not None
+    tool.autosync.close()
+
+
+def test_sync_needs_a_known_remote_and_a_positive_interval(shared: tuple[Path, str, Vault]) -> None:
+    _, _, first = shared
+    with pytest.raises(VaultError, match="no remote named 'elsewhere'"):
+        VaultMemoryTool(first, actor="a", sync="elsewhere")
+    with pytest.raises(VaultError, match="positive number of seconds"):
+        VaultMemoryTool(first, actor="a", sync="origin", sync_every=0)

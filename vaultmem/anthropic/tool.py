@@ -23,6 +23,7 @@ from anthropic.types.beta import (
 
 from vaultmem.core.policy import Policy
 from vaultmem.errors import CommandError
+from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands, new_session
 from vaultmem.vault import Vault
 
@@ -47,6 +48,8 @@ class _VaultTool:
         view_cap: int,
         policy: Policy | Mapping[str, Any] | None,
         detectors: Iterable[Detector],
+        sync: str | None = None,
+        sync_every: float | None = None,
     ) -> None:
         self._vault = vault
         self.commands = MemoryCommands(
@@ -57,6 +60,8 @@ class _VaultTool:
             view_cap=view_cap,
             policy=policy,
             detectors=detectors,
+            sync=sync,
+            sync_every=sync_every,
         )
 
     def _run(self, raw: object) -> str:
@@ -76,6 +81,12 @@ class _VaultTool:
     @property
     def session(self) -> str | None:
         return self.commands.session
+
+    @property
+    def autosync(self) -> AutoSync | None:
+        """The tool's automatic sync (``sync=``): ``flush(timeout)`` waits for
+        the pushes of what was acknowledged, ``close()`` ends it."""
+        return self.commands.autosync
 
 
 class VaultMemoryTool(_VaultTool, BetaAbstractMemoryTool):
@@ -97,9 +108,11 @@ class VaultMemoryTool(_VaultTool, BetaAbstractMemoryTool):
         cache_control: BetaCacheControlEphemeralParam | None = None,
         policy: Policy | Mapping[str, Any] | None = None,
         detectors: Iterable[Detector] = (),
+        sync: str | None = None,
+        sync_every: float | None = None,
     ) -> None:
         BetaAbstractMemoryTool.__init__(self, cache_control=cache_control)
-        self._setup(vault, actor, session, max_file_bytes, view_cap, policy, detectors)
+        self._setup(vault, actor, session, max_file_bytes, view_cap, policy, detectors, sync, sync_every)
 
     def call(self, input: object) -> str:
         return self._run(input)
@@ -137,9 +150,11 @@ class AsyncVaultMemoryTool(_VaultTool, BetaAsyncAbstractMemoryTool):
         cache_control: BetaCacheControlEphemeralParam | None = None,
         policy: Policy | Mapping[str, Any] | None = None,
         detectors: Iterable[Detector] = (),
+        sync: str | None = None,
+        sync_every: float | None = None,
     ) -> None:
         BetaAsyncAbstractMemoryTool.__init__(self, cache_control=cache_control)
-        self._setup(vault, actor, session, max_file_bytes, view_cap, policy, detectors)
+        self._setup(vault, actor, session, max_file_bytes, view_cap, policy, detectors, sync, sync_every)
 
     async def call(self, input: object) -> str:
         return await anyio.to_thread.run_sync(self._run, input)

@@ -19,6 +19,7 @@ from vaultmem.core.policy import Policy
 from vaultmem.core.values import is_int
 from vaultmem.errors import CommandError, InvalidPathError, VaultError
 from vaultmem.git.snapshot import Listed, Snapshot
+from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.guard import Guard
 from vaultmem.repo.store import Change, Store
 
@@ -127,6 +128,8 @@ class MemoryCommands:
         view_cap: int = DEFAULT_VIEW_CAP,
         policy: Policy | Mapping[str, Any] | None = None,
         detectors: Iterable[Detector] = (),
+        sync: str | None = None,
+        sync_every: float | None = None,
     ) -> None:
         if max_file_bytes is not None and (not is_int(max_file_bytes) or max_file_bytes < 1):
             raise VaultError("Error: max_file_bytes must be a positive integer.")
@@ -137,6 +140,8 @@ class MemoryCommands:
         self.session = session
         self.guard = Guard(vault, policy, detectors, max_file_bytes)
         self.view_cap = view_cap
+        # Automatic sync with a git server (docs/sync.md): pulls now, pushes after each mutation.
+        self.autosync = AutoSync(vault, sync, sync_every) if sync is not None else None
         self._handlers: dict[str, Callable[[dict[str, Any]], str]] = {
             "view": self.view,
             "create": self.create,
@@ -155,7 +160,7 @@ class MemoryCommands:
         params = parse_input(raw)
         self.guard.maybe_expire(self.session)
         try:
-            return self._handlers[params["command"]](params)
+            result = self._handlers[params["command"]](params)
         except CommandError:
             raise
         except VaultError as err:
@@ -165,6 +170,9 @@ class MemoryCommands:
                 "Error: the memory store could not complete the command because of a storage error on the "
                 "host; nothing was changed. Try again later or ask the operator to check the vault."
             ) from err
+        if self.autosync is not None and params["command"] != "view":
+            self.autosync.poke()  # acknowledged: push it in the background
+        return result
 
     # -- helpers -----------------------------------------------------------
 

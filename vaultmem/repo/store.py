@@ -766,29 +766,40 @@ class Store:
         """Send this vault's new versions, keys and policy to ``remote``: only
         fast-forwards, never forced; ConflictError when the remote holds
         versions this vault lacks (pull first)."""
-        return sharing.push(self.repo, remote, progress)
+        repo = self._handle()  # its own handle: a push may run in another thread (AutoSync)
+        try:
+            return sharing.push(repo, remote, progress)
+        finally:
+            repo.free()
 
     def pull(self, remote: str = "origin", progress: Progress | None = None) -> sharing.Transfer:
         """Bring ``remote``'s new versions, keys and policy here, each branch
         moved forward only, through the commit path, after checking every
         incoming commit's seal and the keyring's MAC under this vault's key.
         Diverged histories are refused (no merge yet); nothing changes then."""
-        sharing.fetch(self.repo, remote, progress)
+        repo = self._handle()  # its own handle: a pull may run in another thread (AutoSync)
+        try:
+            return self._pull(repo, remote, progress)
+        finally:
+            repo.free()
+
+    def _pull(self, repo: pygit2.Repository, remote: str, progress: Progress | None) -> sharing.Transfer:
+        sharing.fetch(repo, remote, progress)
         result = sharing.Transfer(remote)
         with self._lock.hold():
             self._commits.recover()
-            local_ring, their_ring = sharing.incoming(self.repo, remote, keys.KEYRING_REF)
+            local_ring, their_ring = sharing.incoming(repo, remote, keys.KEYRING_REF)
             keyring = self.keyring
             pulled_ring = None
-            if sharing.fast_forward_needed(self.repo, remote, keys.KEYRING_REF, local_ring, their_ring):
+            if sharing.fast_forward_needed(repo, remote, keys.KEYRING_REF, local_ring, their_ring):
                 assert their_ring is not None
-                pulled_ring = keyring = sharing.check_keyring(self.repo, their_ring, self.keyring)
+                pulled_ring = keyring = sharing.check_keyring(repo, their_ring, self.keyring)
             moves = []
             for ref in (MAIN, policy_mod.POLICY_REF):
-                local, theirs = sharing.incoming(self.repo, remote, ref)
-                if sharing.fast_forward_needed(self.repo, remote, ref, local, theirs):
+                local, theirs = sharing.incoming(repo, remote, ref)
+                if sharing.fast_forward_needed(repo, remote, ref, local, theirs):
                     assert theirs is not None
-                    sharing.check_commits(self.repo, local, theirs, keyring)
+                    sharing.check_commits(repo, local, theirs, keyring)
                     moves.append((ref, local, theirs))
             if pulled_ring is not None:  # first: the versions that follow may use its new data keys
                 assert their_ring is not None
@@ -798,7 +809,7 @@ class Store:
             for ref, local, theirs in moves:
                 sharing.advance(self._commits, ref, local, theirs)
                 result.moved[sharing.short_name(ref)] = (str(local) if local else None, str(theirs))
-            sharing.remember(self.repo, remote)
+            sharing.remember(repo, remote)
         return result
 
     def sync(

@@ -1,0 +1,112 @@
+"""Automatic sync for agents: a memory tool that keeps its vault in step with a
+git server, off the calls' latency and offline first.
+
+At session start (when the tool is made) it pulls.  After each acknowledged
+mutation it pushes, in a background thread, and with ``every`` it also pulls
+and pushes every that many seconds.  A server that cannot be reached, or a
+history that cannot be sent or taken as it is, never fails a tool call: the
+call works locally, the next sync catches up, and a warning is logged on the
+``vaultmem.sync`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from vaultmem.errors import VaultError
+from vaultmem.repo.store import Store
+
+log = logging.getLogger("vaultmem.sync")
+
+
+class AutoSync:
+    """Keeps ``vault`` in step with ``remote`` (see the module docstring)."""
+
+    def __init__(self, vault: Store, remote: str, every: float | None = None) -> None:
+        if not any(r.name == remote for r in vault.remotes):
+            raise VaultError(f"Error: the vault has no remote named {remote!r}; add it before syncing with it.")
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int | float) or every <= 0):
+            raise VaultError("Error: the sync interval must be a positive number of seconds.")
+        self.vault = vault
+        self.remote = remote
+        self.every = every
+        self.failures = 0  # syncs that logged a warning, for the tool's owner
+        self._wake = threading.Condition()
+        self._dirty = False
+        self._busy = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._attempt(pull=True, push=False)  # the session starts from what the server holds
+        if every is not None:
+            self._start()
+
+    def poke(self) -> None:
+        """A mutation was acknowledged: push it soon, in the background."""
+        with self._wake:
+            self._dirty = True
+            self._wake.notify()
+        self._start()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything acknowledged so far has been tried; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._wake:
+            while self._dirty or self._busy:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._wake.wait(left)
+        return True
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Try to push what is left, then stop the thread."""
+        self.flush(timeout)
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _start(self) -> None:
+        with self._wake:
+            if self._closed or self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._loop, name="vaultmem-sync", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                if not self._dirty and not self._closed:
+                    self._wake.wait(self.every)
+                if self._closed and not self._dirty:
+                    self._thread = None
+                    return
+                periodic, self._dirty, self._busy = not self._dirty, False, True
+            try:
+                self._attempt(pull=periodic, push=True)
+            finally:
+                with self._wake:
+                    self._busy = False
+                    self._wake.notify_all()
+            if self.every is None:
+                with self._wake:
+                    if not self._dirty:
+                        self._thread = None  # under the lock: a poke after this starts a new thread
+                        return
+
+    def _attempt(self, *, pull: bool, push: bool) -> None:
+        try:
+            if pull:
+                self.vault.pull(self.remote)
+            if push:
+                self.vault.push(self.remote)
+        except VaultError as err:
+            self.failures += 1
+            log.warning("vaultmem: could not sync with %r; the memory works locally and retries: %s", self.remote, err)
+        except Exception as err:  # never let a sync bug reach a tool call; say it
+            self.failures += 1
+            log.warning("vaultmem: sync with %r failed unexpectedly: %r", self.remote, err)
