@@ -81,6 +81,26 @@ def one_run(transport: str, count: int, key: str) -> tuple[float, float]:
     return pushed, pulled
 
 
+def call_latency(sync: bool, calls: int, key: str) -> list[float]:
+    """Each ``create``'s wall time through the memory commands, with automatic
+    sync to a ``file://`` server on or off (its pushes run in the background)."""
+    with tempfile.TemporaryDirectory(prefix="vaultmem-sync-bench-") as tmp:
+        folder = Path(tmp)
+        subprocess.run(["git", "init", "-q", "--bare", str(folder / "server.git")], check=True)
+        vault = Vault.init(folder / "agent.vault", key=key)
+        vault.add_remote("origin", (folder / "server.git").as_uri())
+        tool = MemoryCommands(vault, actor="bench", session="latency", sync="origin" if sync else None)
+        samples = []
+        for n in range(calls):
+            start = time.perf_counter()
+            tool.run({"command": "create", "path": f"/memories/l/{n}.txt", "file_text": f"note {n}\n"})
+            samples.append(time.perf_counter() - start)
+        if tool.autosync is not None:
+            tool.autosync.close()
+        vault.close()
+    return samples
+
+
 def shown(samples: list[float]) -> str:
     ms = [s * 1000 for s in samples]
     spread = f" ({min(ms):,.0f}-{max(ms):,.0f})" if len(ms) > 1 else ""
@@ -104,6 +124,13 @@ def main() -> None:
             results = [one_run(transport, count, key) for _ in range(runs)]
             rows.append((transport, count, [r[0] for r in results], [r[1] for r in results]))
             print(f"{transport} {count}: push {shown(rows[-1][2])} ms, pull {shown(rows[-1][3])} ms", flush=True)
+    calls = 30 if args.quick else 300
+    latency: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(runs):  # interleaved rounds, off then on, so the machine's noise falls on both
+        for sync in (False, True):
+            latency[sync] += call_latency(sync, calls, key)
+    off, on = (statistics.median(latency[flag]) * 1e6 for flag in (False, True))
+    print(f"create p50: {off:,.0f} us without sync, {on:,.0f} us with automatic sync", flush=True)
     lines = [
         "# Push and pull speed",
         "",
@@ -114,7 +141,19 @@ def main() -> None:
         "|---|---|---|---|",
     ]
     lines += [f"| {t} | {c:,} | {shown(p)} | {shown(q)} |" for t, c, p, q in rows]
-    lines.append("")
+    lines += [
+        "",
+        "## A tool call with automatic sync",
+        "",
+        f"`create` through the memory commands, {calls} calls a round, {runs} round(s) with automatic sync",
+        "to a `file://` server and as many without, interleaved; p50 of all calls (target: within 10%).",
+        "",
+        "| automatic sync | create p50 (µs) | ratio |",
+        "|---|---|---|",
+        f"| off | {off:,.0f} | 1.00x |",
+        f"| on | {on:,.0f} | {on / off:.2f}x |",
+        "",
+    ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "sync-speed.md").write_text("\n".join(lines), encoding="utf-8")

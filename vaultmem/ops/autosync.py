@@ -2,7 +2,8 @@
 git server, off the calls' latency and offline first.
 
 At session start (when the tool is made) it pulls.  After each acknowledged
-mutation it pushes, in a background thread, and with ``every`` it also pulls
+mutation it pushes, in a background thread, within ``GAP`` (1 s; the
+mutations of that second go in one push), and with ``every`` it also pulls
 and pushes every that many seconds.  A server that cannot be reached, or a
 history that cannot be sent or taken as it is, never fails a tool call: the
 call works locally, the next sync catches up, and a warning is logged on the
@@ -19,6 +20,11 @@ from vaultmem.errors import VaultError
 from vaultmem.repo.store import Store
 
 log = logging.getLogger("vaultmem.sync")
+
+# Seconds a push waits after the mutation that asked for it: the mutations
+# of a burst go in one push, and a push (a fetch, a pack, a write to the
+# server) does not compete with every call for the machine.
+GAP = 1.0
 
 
 class AutoSync:
@@ -37,6 +43,7 @@ class AutoSync:
         self._dirty = False
         self._busy = False
         self._closed = False
+        self._flushing = 0
         self._thread: threading.Thread | None = None
         self._attempt(pull=True, push=False)  # the session starts from what the server holds
         if every is not None:
@@ -53,11 +60,16 @@ class AutoSync:
         """Wait until everything acknowledged so far has been tried; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._wake:
-            while self._dirty or self._busy:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._wake.wait(left)
+            self._flushing += 1  # the thread need not wait out the gap between pushes
+            self._wake.notify_all()
+            try:
+                while self._dirty or self._busy:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._wake.wait(left)
+            finally:
+                self._flushing -= 1
         return True
 
     def close(self, timeout: float = 30.0) -> None:
@@ -82,6 +94,14 @@ class AutoSync:
             with self._wake:
                 if not self._dirty and not self._closed:
                     self._wake.wait(self.every)
+                if self._dirty:
+                    # Let the burst this mutation belongs to gather: the push goes
+                    # GAP seconds after it (pokes do not cut that short; flush() and
+                    # close() do), so one push carries a burst and never competes
+                    # with its calls.
+                    end = time.monotonic() + GAP
+                    while not self._closed and not self._flushing and (left := end - time.monotonic()) > 0:
+                        self._wake.wait(left)
                 if self._closed and not self._dirty:
                     self._thread = None
                     return
