@@ -1243,22 +1243,20 @@ def _say_moved(verb: str, transfer: Any) -> None:
 
 
 def _push(vault: Vault, args: argparse.Namespace) -> int:
-    with ProgressBar("push") as bar:
-        transfer = vault.push(args.remote, progress=bar)
-    if args.json:
-        print_json({"remote": args.remote, "moved": _moved(transfer)})
-    else:
-        _say_moved("Pushed", transfer)
-    return 0
+    return _one_way(args, "push", "Pushed", vault.push)
 
 
 def _pull(vault: Vault, args: argparse.Namespace) -> int:
-    with ProgressBar("pull") as bar:
-        transfer = vault.pull(args.remote, progress=bar)
+    return _one_way(args, "pull", "Pulled", vault.pull)
+
+
+def _one_way(args: argparse.Namespace, name: str, verb: str, move: Callable[..., Any]) -> int:
+    with ProgressBar(name) as bar:
+        transfer = move(args.remote, progress=bar)
     if args.json:
         print_json({"remote": args.remote, "moved": _moved(transfer)})
     else:
-        _say_moved("Pulled", transfer)
+        _say_moved(verb, transfer)
     return 0
 
 
