@@ -259,6 +259,12 @@ def test_the_commands_clone_push_pull_and_sync(shared: tuple[Path, str, Vault], 
     synced = cli("--vault", "second.vault", "sync", env=env, cwd=tmp_path)
     assert synced.returncode == 0 and synced.stdout.startswith("Pulled main: ")
     assert "Pushed: nothing to move" in synced.stdout
+    no_key = {k: v for k, v in env.items() if k != "VAULTMEM_KEY"}
+    keyless = cli("clone", str(remote), "third.vault", env=no_key, cwd=tmp_path)
+    assert keyless.returncode == 2 and keyless.stderr.startswith("vaultmem: no key given")
+    assert not (tmp_path / "third.vault").exists()
+    passphrase = cli("clone", str(remote), "third.vault", "--passphrase-file", "missing", env=no_key, cwd=tmp_path)
+    assert passphrase.returncode == 2 and "passphrase file" in passphrase.stderr
     refused = cli("--vault", "second.vault", "remote", "add", "x", "https://u:pw@h/x", env=env, cwd=tmp_path)
     assert refused.returncode == 2 and "password" in refused.stderr and "pw@" not in refused.stderr
 

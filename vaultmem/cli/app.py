@@ -458,11 +458,14 @@ def _open(args: argparse.Namespace) -> Vault:
     return Vault.open(args.vault, **_key_args(args, create=False, fallback_key_file=fallback))
 
 
-def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | None = None) -> KeyArgs:
-    """Which key opens the vault: --key-file, --passphrase-file, --passphrase
-    (VAULTMEM_PASSPHRASE, a prompt, or a pipe's first line), VAULTMEM_KEY,
-    VAULTMEM_PASSPHRASE, else a passphrase prompt if there is a terminal and
-    a passphrase opens the vault."""
+def _key_args(
+    args: argparse.Namespace, create: bool, fallback_key_file: str | None = None, folder: str | None = None
+) -> KeyArgs:
+    """Which key opens the vault in ``folder`` (default ``--vault``): --key-file,
+    --passphrase-file, --passphrase (VAULTMEM_PASSPHRASE, a prompt, or a
+    pipe's first line), VAULTMEM_KEY, VAULTMEM_PASSPHRASE, else a passphrase
+    prompt if there is a terminal and a passphrase opens the vault."""
+    folder = folder or args.vault
     given = [
         name
         for name, value in (
@@ -481,20 +484,20 @@ def _key_args(args: argparse.Namespace, create: bool, fallback_key_file: str | N
 
         return {"passphrase": read_passphrase_file(args.passphrase_file)}
     if args.passphrase:
-        return {"passphrase": os.environ.get(ENV_PASSPHRASE) or _ask_passphrase(args.vault, create)}
+        return {"passphrase": os.environ.get(ENV_PASSPHRASE) or _ask_passphrase(folder, create)}
     if os.environ.get(ENV_KEY):
         return {}  # the library reads it, and names it in its errors
     if fallback_key_file:
         return {"key_file": fallback_key_file}
     if os.environ.get(ENV_PASSPHRASE):
         return {"passphrase": os.environ[ENV_PASSPHRASE]}
-    if not create:
+    if not create and args.command != "clone":  # a clone's vault is not there yet to be asked
         from vaultmem.vault import Vault
 
-        if Vault.protection(args.vault) == "key":  # no passphrase opens it: asking for one would mislead
-            raise UsageError(f"no key given: {args.vault} is protected by a key; set {ENV_KEY} or use --key-file FILE.")
+        if Vault.protection(folder) == "key":  # no passphrase opens it: asking for one would mislead
+            raise UsageError(f"no key given: {folder} is protected by a key; set {ENV_KEY} or use --key-file FILE.")
     if _is_terminal(sys.stdin):
-        return {"passphrase": _ask_passphrase(args.vault, create)}
+        return {"passphrase": _ask_passphrase(folder, create)}
     raise UsageError(
         f"no key given: set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase-file FILE "
         "or --passphrase."
@@ -1127,7 +1130,7 @@ def _clone_parser(commands: _Commands) -> None:
 def _clone(args: argparse.Namespace) -> int:
     from vaultmem.vault import Vault
 
-    source = _clone_key_args(args)
+    source = _key_args(args, create=False, folder=args.path)
     with ProgressBar("clone") as bar, Vault.clone(args.url, args.path, progress=bar, **source) as vault:
         count = len(vault.history())
     if args.json:
@@ -1135,31 +1138,6 @@ def _clone(args: argparse.Namespace) -> int:
     else:
         print(f"Cloned {args.url} into {args.path}: {count} version{'s' if count != 1 else ''}.")
     return 0
-
-
-def _clone_key_args(args: argparse.Namespace) -> KeyArgs:
-    """The key for a clone: the same sources as opening, but the vault to ask
-    about does not exist yet, so no prompt can say which kind it is."""
-    if args.key_file or args.passphrase or args.passphrase_file or os.environ.get(ENV_KEY):
-        return _given_key(args)
-    if os.environ.get(ENV_PASSPHRASE):
-        return {"passphrase": os.environ[ENV_PASSPHRASE]}
-    raise UsageError(
-        f"no key given for the clone: set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, "
-        "--passphrase-file FILE or --passphrase."
-    )
-
-
-def _given_key(args: argparse.Namespace) -> KeyArgs:
-    if args.key_file:
-        return {"key_file": args.key_file}
-    if args.passphrase_file:
-        from vaultmem.core.crypto import read_passphrase_file
-
-        return {"passphrase": read_passphrase_file(args.passphrase_file)}
-    if args.passphrase:
-        return {"passphrase": os.environ.get(ENV_PASSPHRASE) or _ask_passphrase(args.path, False)}
-    return {}  # VAULTMEM_KEY: the library reads it
 
 
 def _remote_parser(commands: _Commands) -> _Commands:
