@@ -22,7 +22,8 @@ class SSHServer:
     known_hosts: str  # the line for ~/.ssh/known_hosts
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -34,7 +35,7 @@ def sshd(folder: Path) -> Iterator[SSHServer]:
     for name in ("host_key", "user_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
     (folder / "authorized_keys").write_text((folder / "user_key.pub").read_text())
-    port = _free_port()
+    port = free_port()
     config = folder / "sshd_config"
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host_key'}\nPidFile {folder / 'sshd.pid'}\n"

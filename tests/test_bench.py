@@ -728,9 +728,10 @@ def test_io_stall_reads_the_some_total_in_seconds(tmp_path: Path) -> None:
 # -- start-up time (bench/startup.py) ----------------------------------------------------
 
 
-def test_the_startup_bench_writes_a_row_per_command_with_its_verdict(tmp_path: Path) -> None:
+def quick_page(script: str, page: str, out: Path) -> str:
+    """Run ``bench/SCRIPT --quick`` from the project root as documented; the page it wrote."""
     done = subprocess.run(
-        [sys.executable, "bench/startup.py", "--quick", "--out", str(tmp_path)],
+        [sys.executable, f"bench/{script}", "--quick", "--out", str(out)],
         cwd=PROJECT,
         capture_output=True,
         text=True,
@@ -738,7 +739,11 @@ def test_the_startup_bench_writes_a_row_per_command_with_its_verdict(tmp_path: P
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    page = (tmp_path / "startup.md").read_text()
+    return (out / page).read_text()
+
+
+def test_the_startup_bench_writes_a_row_per_command_with_its_verdict(tmp_path: Path) -> None:
+    page = quick_page("startup.py", "startup.md", tmp_path)
     rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in page.splitlines() if line.startswith("| `")}
     for command in ("ls", "log", "cat", "call"):
         cells = [cell.strip() for cell in rows[f"`{command}`"]]
@@ -751,16 +756,8 @@ def test_the_startup_bench_writes_a_row_per_command_with_its_verdict(tmp_path: P
 
 
 def test_the_sync_bench_times_push_and_pull_over_each_transport(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "bench/sync.py", "--quick", "--out", str(tmp_path)],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    rows = [line.split("|")[1:-1] for line in (tmp_path / "sync-speed.md").read_text().splitlines()]
+    page = quick_page("sync.py", "sync-speed.md", tmp_path)
+    rows = [line.split("|")[1:-1] for line in page.splitlines()]
     timed = [[cell.strip() for cell in row] for row in rows if row and row[1].strip() in ("1", "20")]
     assert {(row[0], row[1]) for row in timed} == {
         (transport, count) for transport in ("file://", "http:// (basic auth)") for count in ("1", "20")

@@ -22,7 +22,7 @@ import pygit2
 import pytest
 from conftest import commit_count, git
 from githttp import git_http
-from sshserver import SSHD, sshd
+from sshserver import SSHD, free_port, sshd
 
 from vaultmem import ConflictError, IntegrityError, Vault, VaultError, VaultMemoryTool, WrongKeyError, generate_key
 
@@ -180,12 +180,6 @@ def test_a_password_in_a_url_is_refused_and_never_stored(shared: tuple[Path, str
 
 
 # -- git daemon on 127.0.0.1 ---------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager
