@@ -495,3 +495,45 @@ def test_sync_needs_a_known_remote_and_a_positive_interval(shared: tuple[Path, s
         VaultMemoryTool(first, actor="a", sync="elsewhere")
     with pytest.raises(VaultError, match="positive number of seconds"):
         VaultMemoryTool(first, actor="a", sync="origin", sync_every=0)
+
+
+# -- a key change on another clone ---------------------------------------------------------
+
+
+def test_a_key_change_reaches_another_clone_that_is_given_the_new_key(
+    shared: tuple[Path, str, Vault], tmp_path: Path
+) -> None:
+    remote, key, first = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    new_key = generate_key()
+    first.change_key(key=new_key)
+    write(first, "after-change.txt", "written under the new key\n")
+    first.push()
+    ring = git(second.path, "rev-parse", "refs/heads/vaultmem-keyring").strip()
+    with pytest.raises(WrongKeyError) as refused:
+        second.pull()
+    assert "Pull with the new key" in str(refused.value)
+    with pytest.raises(WrongKeyError):
+        second.pull(key=generate_key())  # not the new key either
+    assert git(second.path, "rev-parse", "refs/heads/vaultmem-keyring").strip() == ring
+    assert set(second.pull(key=new_key).moved) == {"main", "vaultmem-keyring"}
+    assert second.read("/memories/after-change.txt") == "written under the new key\n"
+    second.close()
+    with pytest.raises(WrongKeyError):
+        Vault.open(second.path, key=key)  # the old key no longer opens this clone either
+    with Vault.open(second.path, key=new_key) as reopened:
+        assert reopened.verify().ok
+
+
+def test_the_pull_command_takes_the_new_key_after_a_key_change(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
+    remote, key, first = shared
+    Vault.clone(str(remote), tmp_path / "second.vault", key=key).close()
+    new_key = generate_key()
+    first.change_key(key=new_key)
+    first.push()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}, "VAULTMEM_KEY": key}
+    refused = cli("--vault", "second.vault", "pull", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "--new-key-file" in refused.stderr
+    pulled = cli("--vault", "second.vault", "pull", env={**env, "VAULTMEM_NEW_KEY": new_key}, cwd=tmp_path)
+    assert pulled.returncode == 0 and "Pulled vaultmem-keyring" in pulled.stdout, pulled.stderr
+    Vault.open(tmp_path / "second.vault", key=new_key).close()

@@ -16,6 +16,7 @@ STEPS = {
     "use-key": "Open it with its key or key file, or set VAULTMEM_KEY.",
     "give-key": "Give its key, a key file or its passphrase, or set VAULTMEM_KEY.",
     "is-passphrase": "If it is a passphrase, open the vault with the passphrase instead.",
+    "new-key": "Pull with the new key.",
 }
 
 

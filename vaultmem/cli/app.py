@@ -427,6 +427,7 @@ CLI_STEPS = {
     "use-key": f"Set {ENV_KEY} or use --key-file FILE.",
     "give-key": f"Set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase or --passphrase-file FILE.",
     "is-passphrase": f"If it is a passphrase, use --passphrase or {ENV_PASSPHRASE}.",
+    "new-key": f"Pull with the new key: --new-key-file FILE, or {ENV_NEW_KEY} or {ENV_NEW_PASSPHRASE}.",
 }
 
 
@@ -1203,6 +1204,12 @@ def _push_parser(commands: _Commands) -> None:
 
 def _pull_parser(commands: _Commands) -> None:
     _transfer_parser(commands, "pull", "bring a remote's new versions, keys and policy here, checked")
+    pull = commands.choices["pull"]
+    pull.add_argument(
+        "--new-key-file",
+        metavar="F",
+        help=f"after a key change on another clone: the new key's file (or {ENV_NEW_KEY} / {ENV_NEW_PASSPHRASE})",
+    )
 
 
 def _sync_parser(commands: _Commands) -> None:
@@ -1225,7 +1232,14 @@ def _push(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def _pull(vault: Vault, args: argparse.Namespace) -> int:
-    return _one_way(args, "pull", "Pulled", vault.pull)
+    new_key: dict[str, str] = {}
+    if args.new_key_file:
+        new_key = {"key_file": args.new_key_file}
+    elif os.environ.get(ENV_NEW_KEY):
+        new_key = {"key": os.environ[ENV_NEW_KEY]}
+    elif os.environ.get(ENV_NEW_PASSPHRASE):
+        new_key = {"passphrase": os.environ[ENV_NEW_PASSPHRASE]}
+    return _one_way(args, "pull", "Pulled", lambda remote, progress: vault.pull(remote, progress, **new_key))
 
 
 def _one_way(args: argparse.Namespace, name: str, verb: str, move: Callable[..., Any]) -> int:

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import pygit2
 
-from vaultmem.core.crypto import Keyring
+from vaultmem.core.crypto import Keyring, UserKey
 from vaultmem.core.versions import split_seal
 from vaultmem.errors import ConflictError, IntegrityError, VaultError, WrongKeyError
 from vaultmem.git import durable
@@ -336,20 +336,33 @@ def fast_forward_needed(
     )
 
 
-def check_keyring(repo: pygit2.Repository, theirs: pygit2.Oid, keyring: Keyring) -> Keyring:
-    """The remote's keyring, unlocked with this vault's key and authenticated
-    by its MAC; IntegrityError or WrongKeyError otherwise."""
+def check_keyring(
+    repo: pygit2.Repository,
+    theirs: pygit2.Oid,
+    keyring: Keyring,
+    new_user_key: Callable[[dict[str, Any] | None], UserKey] | None = None,
+) -> Keyring:
+    """The remote's keyring, unlocked with this vault's key (or, after a key
+    change on another clone, with the new key ``new_user_key`` makes from the
+    keyring's protector) and authenticated by its MAC; IntegrityError or
+    WrongKeyError otherwise."""
     doc = Keyring.parse(keyring_blob(repo, theirs))
+    user_key = new_user_key(doc.get("protector")) if new_user_key is not None else keyring.user_key
     try:
-        pulled = Keyring.unlock(doc, keyring.user_key)
+        pulled = Keyring.unlock(doc, user_key)
     except WrongKeyError as err:
+        if new_user_key is not None:
+            raise WrongKeyError(
+                "Error: the new key given does not open the remote's keyring. Nothing was changed."
+            ) from err
         raise WrongKeyError(
             "Error: the remote's keyring does not open with this vault's key (the key was changed on another "
-            "clone); clone the vault again with the new key. Nothing was changed."
+            "clone). Nothing was changed.",
+            step="new-key",
         ) from err
     if not pulled.intact:
         raise IntegrityError(
-            "Error: the remote's keyring fails its check under this vault's key (altered on the server?). "
+            "Error: the remote's keyring fails its check under the vault's key (altered on the server?). "
             "Nothing was changed."
         )
     return pulled

@@ -772,18 +772,41 @@ class Store:
         finally:
             repo.free()
 
-    def pull(self, remote: str = "origin", progress: Progress | None = None) -> sharing.Transfer:
+    def pull(
+        self,
+        remote: str = "origin",
+        progress: Progress | None = None,
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+    ) -> sharing.Transfer:
         """Bring ``remote``'s new versions, keys and policy here, each branch
         moved forward only, through the commit path, after checking every
         incoming commit's seal and the keyring's MAC under this vault's key.
-        Diverged histories are refused (no merge yet); nothing changes then."""
+        Diverged histories are refused (no merge yet); nothing changes then.
+        After a key change on another clone, give the new ``key``,
+        ``key_file`` or ``passphrase``: the pulled keyring is opened with it,
+        and from then on this vault opens with the new key only."""
+        new_user_key = None
+        if key is not None or key_file is not None or passphrase is not None:
+
+            def new_user_key(protector: dict[str, Any] | None) -> UserKey:
+                return self._user_key(key, key_file, passphrase, protector)
+
         repo = self._handle()  # its own handle: a pull may run in another thread (AutoSync)
         try:
-            return self._pull(repo, remote, progress)
+            return self._pull(repo, remote, progress, new_user_key)
         finally:
             repo.free()
 
-    def _pull(self, repo: pygit2.Repository, remote: str, progress: Progress | None) -> sharing.Transfer:
+    def _pull(
+        self,
+        repo: pygit2.Repository,
+        remote: str,
+        progress: Progress | None,
+        new_user_key: Callable[[dict[str, Any] | None], UserKey] | None,
+    ) -> sharing.Transfer:
         sharing.fetch(repo, remote, progress)
         result = sharing.Transfer(remote)
         with self._lock.hold():
@@ -793,7 +816,7 @@ class Store:
             pulled_ring = None
             if sharing.fast_forward_needed(repo, remote, keys.KEYRING_REF, local_ring, their_ring):
                 assert their_ring is not None
-                pulled_ring = keyring = sharing.check_keyring(repo, their_ring, self.keyring)
+                pulled_ring = keyring = sharing.check_keyring(repo, their_ring, self.keyring, new_user_key)
             moves = []
             for ref in (MAIN, policy_mod.POLICY_REF):
                 local, theirs = sharing.incoming(repo, remote, ref)
