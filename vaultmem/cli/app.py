@@ -1019,33 +1019,38 @@ def _key_change_parser(key: _Commands) -> None:
 
 
 def _key_change(vault: Vault, args: argparse.Namespace) -> int:
-    if args.new_key_file:
-        vault.change_key(key_file=args.new_key_file)
-        what = f"the key in {args.new_key_file}"
-    elif args.new_passphrase_file:
-        from vaultmem.core.crypto import read_passphrase_file
-
-        vault.change_key(passphrase=read_passphrase_file(args.new_passphrase_file))
-        what = "the new passphrase"
-    elif os.environ.get(ENV_NEW_KEY):
-        vault.change_key(key=os.environ[ENV_NEW_KEY])
-        what = f"the key in {ENV_NEW_KEY}"
-    elif os.environ.get(ENV_NEW_PASSPHRASE):
-        vault.change_key(passphrase=os.environ[ENV_NEW_PASSPHRASE])
-        what = "the new passphrase"
-    elif _is_terminal(sys.stdin):
-        vault.change_key(passphrase=_ask_passphrase(str(vault.path), twice=True))
-        what = "the new passphrase"
-    else:
+    found = _new_key(args)
+    if found is None and _is_terminal(sys.stdin):
+        found = {"passphrase": _ask_passphrase(str(vault.path), twice=True)}, "the new passphrase"
+    if found is None:
         raise UsageError(
             f"no new key given: use --new-key-file F or --new-passphrase-file F, or set {ENV_NEW_KEY} or "
             f"{ENV_NEW_PASSPHRASE}."
         )
+    source, what = found
+    vault.change_key(**source)
     if args.json:
-        print_json({"protection": "passphrase" if what == "the new passphrase" else "key", "opens_with": what})
+        print_json({"protection": _protection(source), "opens_with": what})
     else:
         print(f"The vault now opens with {what} only; the old key no longer opens it.")
     return 0
+
+
+def _new_key(args: argparse.Namespace) -> tuple[KeyArgs, str] | None:
+    """A new key given without a prompt (``key change``, or ``pull`` after a key
+    change elsewhere): --new-key-file, --new-passphrase-file, VAULTMEM_NEW_KEY,
+    VAULTMEM_NEW_PASSPHRASE; with how to name it to people.  None if none is."""
+    if args.new_key_file:
+        return {"key_file": args.new_key_file}, f"the key in {args.new_key_file}"
+    if getattr(args, "new_passphrase_file", None):
+        from vaultmem.core.crypto import read_passphrase_file
+
+        return {"passphrase": read_passphrase_file(args.new_passphrase_file)}, "the new passphrase"
+    if os.environ.get(ENV_NEW_KEY):
+        return {"key": os.environ[ENV_NEW_KEY]}, f"the key in {ENV_NEW_KEY}"
+    if os.environ.get(ENV_NEW_PASSPHRASE):
+        return {"passphrase": os.environ[ENV_NEW_PASSPHRASE]}, "the new passphrase"
+    return None
 
 
 def _key_rotate_parser(key: _Commands) -> None:
@@ -1232,13 +1237,8 @@ def _push(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def _pull(vault: Vault, args: argparse.Namespace) -> int:
-    new_key: dict[str, str] = {}
-    if args.new_key_file:
-        new_key = {"key_file": args.new_key_file}
-    elif os.environ.get(ENV_NEW_KEY):
-        new_key = {"key": os.environ[ENV_NEW_KEY]}
-    elif os.environ.get(ENV_NEW_PASSPHRASE):
-        new_key = {"passphrase": os.environ[ENV_NEW_PASSPHRASE]}
+    found = _new_key(args)
+    new_key: KeyArgs = found[0] if found is not None else {}
     return _one_way(args, "pull", "Pulled", lambda remote, progress: vault.pull(remote, progress, **new_key))
 
 
