@@ -630,6 +630,17 @@ def _memory(results: Results) -> list[str]:
     ]
 
 
+ELSEWHERE = [
+    "",
+    "## Measured on other pages",
+    "",
+    "- [startup.md](startup.md): how long each CLI command takes to start (`python bench/startup.py`).",
+    "- [sync-speed.md](sync-speed.md): push and pull of 1 and 1,000 versions over `file://` and HTTP, a merge of",
+    "  two histories that diverged by 100 versions each, and a tool call with automatic sync on and off",
+    "  (`python bench/sync.py`).",
+]
+
+
 def render(results: Results) -> str:
     """The whole page."""
     sections = [
@@ -641,6 +652,7 @@ def render(results: Results) -> str:
         _whole_history(results.ops),
         _opens(results),
         _memory(results),
+        ELSEWHERE,
     ]
     return "\n".join(line for section in sections for line in section) + "\n"
 

@@ -1,4 +1,6 @@
-"""How long sharing takes: push and pull of 1 and of 1,000 new versions.
+"""How long sharing takes: push and pull of 1 and of 1,000 new versions, a
+merge of two histories that diverged by 100 versions each, and a tool call
+with automatic sync on and off.
 
     python bench/sync.py [--runs 5] [--out docs]      # writes docs/sync-speed.md
     python bench/sync.py --quick --out /tmp/x          # 1 and 20 versions, one run: for the tests
@@ -81,6 +83,60 @@ def one_run(transport: str, count: int, key: str) -> tuple[float, float]:
     return pushed, pulled
 
 
+def merge_run(count: int, key: str, order: bool) -> tuple[float, float, int, int]:
+    """(seconds of a pull that merges, seconds of a pull that fast-forwards
+    over as many versions, conflicts, text merges) for two hosts that each
+    wrote ``count`` versions since they last synced: a quarter edit lines of
+    one shared file (their own lines: merged as text), a quarter set one line
+    both set (a conflict), the rest create files of their own."""
+    with tempfile.TemporaryDirectory(prefix="vaultmem-sync-bench-") as tmp:
+        folder = Path(tmp)
+        subprocess.run(["git", "init", "-q", "--bare", str(folder / "server.git")], check=True)
+        url = (folder / "server.git").as_uri()
+        first = Vault.init(folder / "a.vault", key=key)
+        shared = "".join(f"a{n}\n\n" for n in range(count)) + "middle\n\n" + "".join(f"b{n}\n\n" for n in range(count))
+        setup = MemoryCommands(first, actor="bench", session="setup")
+        setup.run({"command": "create", "path": "/memories/shared.md", "file_text": shared})
+        setup.run({"command": "create", "path": "/memories/hot.md", "file_text": "nobody\n"})
+        first.add_remote("origin", url)
+        first.push()
+        second = Vault.clone(url, folder / "b.vault", key=key)
+        third = Vault.clone(url, folder / "c.vault", key=key)
+        for name, vault in (("a", first), ("b", second)):
+            tool = MemoryCommands(vault, actor=f"host-{name}", session=name)
+            for n in range(count):
+                if n % 4 == 0:
+                    tool.run(
+                        {
+                            "command": "str_replace",
+                            "path": "/memories/shared.md",
+                            "old_str": f"{name}{n}\n",
+                            "new_str": f"{name}{n} done\n",
+                        }
+                    )
+                elif n % 4 == 1:
+                    old = vault.read("/memories/hot.md").rstrip("\n")
+                    tool.run(
+                        {"command": "str_replace", "path": "/memories/hot.md", "old_str": old, "new_str": f"{name} {n}"}
+                    )
+                else:
+                    tool.run({"command": "create", "path": f"/memories/{name}/{n}.md", "file_text": f"{n}\n" * 5})
+        first.push()
+        timed: dict[str, float] = {}
+        pulls = {"merge": lambda: second.pull(actor="bench"), "forward": third.pull}
+        done = {}
+        for name in sorted(pulls, reverse=order):  # the order alternates between runs
+            start = time.perf_counter()
+            done[name] = pulls[name]()
+            timed[name] = time.perf_counter() - start
+        merged, forward = done["merge"], done["forward"]
+        merging, forwarding = timed["merge"], timed["forward"]
+        assert merged.merge is not None and "main" in forward.moved
+        for vault in (first, second, third):
+            vault.close()
+    return merging, forwarding, len(merged.merge.conflicts), len(merged.merge.text_merged)
+
+
 def call_latency(sync: bool, calls: int, key: str) -> list[float]:
     """Each ``create``'s wall time through the memory commands, with automatic
     sync to a ``file://`` server on or off (its pushes run in the background)."""
@@ -124,6 +180,10 @@ def main() -> None:
             results = [one_run(transport, count, key) for _ in range(runs)]
             rows.append((transport, count, [r[0] for r in results], [r[1] for r in results]))
             print(f"{transport} {count}: push {shown(rows[-1][2])} ms, pull {shown(rows[-1][3])} ms", flush=True)
+    diverged = 10 if args.quick else 100
+    merges = [merge_run(diverged, key, run % 2 == 1) for run in range(runs)]
+    merge_s, forward_s = [m[0] for m in merges], [m[1] for m in merges]
+    print(f"merge of {diverged}+{diverged}: {shown(merge_s)} ms (fast-forward pull: {shown(forward_s)} ms)", flush=True)
     calls = 30 if args.quick else 300
     latency: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(runs):  # interleaved rounds, off then on, so the machine's noise falls on both
@@ -141,6 +201,20 @@ def main() -> None:
         "|---|---|---|---|",
     ]
     lines += [f"| {t} | {c:,} | {shown(p)} | {shown(q)} |" for t, c, p, q in rows]
+    lines += [
+        "",
+        "## A merge",
+        "",
+        f"Two hosts each write {diverged} versions since they last synced (a quarter edit their own lines of one",
+        "shared file, a quarter set one line both set, the rest create files); the second host's `pull`, which",
+        "fetches, checks every seal, decrypts and merges file by file and commits the merge, is timed, and in",
+        f"the same run a third clone's `pull` of the first host's {diverged} versions (a fast-forward), over `file://`.",
+        "",
+        "| pull | ms | conflicts | merged as text |",
+        "|---|---|---|---|",
+        f"| merge of {diverged} + {diverged} versions | {shown(merge_s)} | {merges[0][2]} | {merges[0][3]} |",
+        f"| fast-forward of {diverged} versions | {shown(forward_s)} | | |",
+    ]
     lines += [
         "",
         "## A tool call with automatic sync",

@@ -763,3 +763,6 @@ def test_the_sync_bench_times_push_and_pull_over_each_transport(tmp_path: Path) 
         (transport, count) for transport in ("file://", "http:// (basic auth)") for count in ("1", "20")
     }
     assert all(float(row[2].replace(",", "")) > 0 and float(row[3].replace(",", "")) > 0 for row in timed)
+    merged = next(row for row in rows if row and row[0].strip().startswith("merge of 10 + 10"))
+    assert float(merged[1]) > 0 and int(merged[2]) == 1 and int(merged[3]) == 1  # the hot line; the shared file
+    assert any(row and row[0].strip() == "fast-forward of 10 versions" for row in rows)

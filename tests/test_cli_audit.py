@@ -236,6 +236,8 @@ def test_log_json_has_every_field_of_every_version(cli: Callable[..., Result], s
         "command": "delete",
         "paths": ["/memories/customers/acme.md"],
         "restored_from": None,
+        "merged": None,
+        "conflicts": [],
     }
 
 

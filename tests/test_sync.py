@@ -99,7 +99,7 @@ def test_versions_keys_and_policy_travel_both_ways(shared: tuple[Path, str, Vaul
     assert second.pull().moved == {} and second.push().moved == {}
 
 
-def test_diverged_histories_are_never_forced_and_change_nothing(
+def test_diverged_histories_are_never_forced_but_merged_by_a_pull(
     shared: tuple[Path, str, Vault], tmp_path: Path
 ) -> None:
     remote, key, first = shared
@@ -112,8 +112,6 @@ def test_diverged_histories_are_never_forced_and_change_nothing(
     with pytest.raises(ConflictError, match="pull first"):
         second.push()
     assert git(remote, "rev-parse", "main").strip() == server_main  # the server kept first's version
-    with pytest.raises(ConflictError, match="not supported yet"):
-        second.pull()
     assert str(second.head()) == second_main and commit_count(second.path) == 2
     # plain git cannot force it either: the server refuses a non-fast-forward
     forced = subprocess.run(
@@ -121,6 +119,12 @@ def test_diverged_histories_are_never_forced_and_change_nothing(
     )
     assert forced.returncode != 0
     assert git(remote, "rev-parse", "main").strip() == server_main
+    pulled = second.pull(actor="host-2")  # a merge: both sides' versions, one merge commit on top
+    assert pulled.merge is not None and pulled.merge.merged == server_main
+    assert git(second.path, "rev-parse", "main^1", "main^2").split() == [second_main, server_main]
+    assert second.read("/memories/from-first.txt") == "1\n" and second.read("/memories/from-second.txt") == "2\n"
+    second.push()
+    assert git(remote, "rev-parse", "main").strip() == str(second.head())
 
 
 def test_a_commit_made_on_the_server_without_the_key_is_refused(

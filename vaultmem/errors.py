@@ -17,6 +17,7 @@ STEPS = {
     "give-key": "Give its key, a key file or its passphrase, or set VAULTMEM_KEY.",
     "is-passphrase": "If it is a passphrase, open the vault with the passphrase instead.",
     "new-key": "Pull with the new key.",
+    "choose-policy": "Pull again with policy_from='ours' or policy_from='theirs' to say which side's values win.",
 }
 
 

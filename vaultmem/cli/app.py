@@ -428,6 +428,7 @@ CLI_STEPS = {
     "give-key": f"Set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase or --passphrase-file FILE.",
     "is-passphrase": f"If it is a passphrase, use --passphrase or {ENV_PASSPHRASE}.",
     "new-key": f"Pull with the new key: --new-key-file FILE, or {ENV_NEW_KEY} or {ENV_NEW_PASSPHRASE}.",
+    "choose-policy": "Pull again with --policy-from ours or --policy-from theirs to say which side's values win.",
 }
 
 
@@ -1207,29 +1208,62 @@ def _push_parser(commands: _Commands) -> None:
     _transfer_parser(commands, "push", "send new versions, keys and policy to a remote; never forced")
 
 
+def _merge_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--actor", metavar="NAME", default="cli", help="recorded as the author of a merge the pull makes (default cli)"
+    )
+    sub.add_argument(
+        "--policy-from",
+        choices=("ours", "theirs"),
+        help="when both sides set a policy field differently: whose value wins (default: refuse, change nothing)",
+    )
+
+
 def _pull_parser(commands: _Commands) -> None:
-    _transfer_parser(commands, "pull", "bring a remote's new versions, keys and policy here, checked")
+    _transfer_parser(commands, "pull", "bring a remote's new versions, keys and policy here; merge if both wrote")
     pull = commands.choices["pull"]
     pull.add_argument(
         "--new-key-file",
         metavar="F",
         help=f"after a key change on another clone: the new key's file (or {ENV_NEW_KEY} / {ENV_NEW_PASSPHRASE})",
     )
+    _merge_options(pull)
 
 
 def _sync_parser(commands: _Commands) -> None:
-    _transfer_parser(commands, "sync", "pull, then push")
+    _transfer_parser(commands, "sync", "pull (merging if both sides wrote), then push")
+    _merge_options(commands.choices["sync"])
 
 
 def _moved(transfer: Any) -> dict[str, dict[str, str | None]]:
     return {branch: {"from": old, "to": new} for branch, (old, new) in transfer.moved.items()}
 
 
+def _transfer_data(transfer: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"moved": _moved(transfer)}
+    if transfer.merge is not None:
+        data["merge"] = transfer.merge.to_dict()
+    return data
+
+
 def _say_moved(verb: str, transfer: Any) -> None:
     if not transfer.moved:
         print(f"{verb}: nothing to move; {transfer.remote} and this vault agree.")
     for branch, (old, new) in transfer.moved.items():
-        print(f"{verb} {branch}: {short(old) if old else '(new)'}..{short(new)}")
+        how = " (merged)" if branch == "main" and transfer.merge is not None else ""
+        print(f"{verb} {branch}: {short(old) if old else '(new)'}..{short(new)}{how}")
+    merge = transfer.merge
+    if merge is None:
+        return
+    print(f"Merged {short(merge.merged)} from {transfer.remote}: {len(merge.changed)} paths changed here.")
+    for path in merge.text_merged:
+        print(f"  merged as text: {path}")
+    for path, beside in merge.conflicts:
+        print(f"  conflict: {path} kept both versions; the other is {beside}")
+    for path in merge.kept:
+        print(f"  kept: {path} (changed on one side, deleted on the other)")
+    for old, new in merge.renamed:
+        print(f"  followed a rename: {old} -> {new}")
 
 
 def _push(vault: Vault, args: argparse.Namespace) -> int:
@@ -1239,14 +1273,21 @@ def _push(vault: Vault, args: argparse.Namespace) -> int:
 def _pull(vault: Vault, args: argparse.Namespace) -> int:
     found = _new_key(args)
     new_key: KeyArgs = found[0] if found is not None else {}
-    return _one_way(args, "pull", "Pulled", lambda remote, progress: vault.pull(remote, progress, **new_key))
+    return _one_way(
+        args,
+        "pull",
+        "Pulled",
+        lambda remote, progress: vault.pull(
+            remote, progress, actor=args.actor, policy_from=args.policy_from, **new_key
+        ),
+    )
 
 
 def _one_way(args: argparse.Namespace, name: str, verb: str, move: Callable[..., Any]) -> int:
     with ProgressBar(name) as bar:
         transfer = move(args.remote, progress=bar)
     if args.json:
-        print_json({"remote": args.remote, "moved": _moved(transfer)})
+        print_json({"remote": args.remote, **_transfer_data(transfer)})
     else:
         _say_moved(verb, transfer)
     return 0
@@ -1254,9 +1295,10 @@ def _one_way(args: argparse.Namespace, name: str, verb: str, move: Callable[...,
 
 def _sync(vault: Vault, args: argparse.Namespace) -> int:
     with ProgressBar("sync") as bar:
-        pulled, pushed = vault.sync(args.remote, progress=bar)
+        pulled, pushed = vault.sync(args.remote, progress=bar, actor=args.actor, policy_from=args.policy_from)
     if args.json:
-        print_json({"remote": args.remote, "pulled": _moved(pulled), "pushed": _moved(pushed)})
+        pulled_data = _transfer_data(pulled)
+        print_json({"remote": args.remote, "pulled": pulled_data.pop("moved"), **pulled_data, "pushed": _moved(pushed)})
     else:
         _say_moved("Pulled", pulled)
         _say_moved("Pushed", pushed)

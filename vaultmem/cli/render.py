@@ -83,6 +83,8 @@ def version_data(version: Version) -> dict[str, Any]:
         "command": version.command,
         "paths": list(version.paths),
         "restored_from": version.restored_from,
+        "merged": version.merged,
+        "conflicts": list(version.conflicts),
     }
 
 
@@ -101,12 +103,24 @@ def log_lines(versions: Sequence[Version]) -> list[str]:
             v.actor,
             v.session or "-",
             v.command,
-            paths_text(v.paths, v.restored_from, v.command),
+            paths_text(v.paths, v.restored_from, v.command) + merge_text(v),
         ]
         for v in versions
     ]
     widths = [max((len(row[i]) for row in rows), default=0) for i in range(5)]
     return ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)), row[5]]) for row in rows]
+
+
+def merge_text(version: Version) -> str:
+    """`` (merged ID from REMOTE, N conflicts kept beside)`` for a merge."""
+    if version.merged is None:
+        return ""
+    merged, _, remote = version.merged.partition(" from ")
+    text = f" (merged {short(merged)}" + (f" from {remote}" if remote else "")
+    if version.conflicts:
+        count = len(version.conflicts)
+        text += f"; {count} {'conflict' if count == 1 else 'conflicts'} kept beside"
+    return text + ")"
 
 
 def paths_text(paths: Sequence[str], restored_from: str | None, command: str) -> str:

@@ -21,7 +21,7 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,6 +243,35 @@ class Keyring:
         self.doc["protector"] = protector
         self.user_key = new_user_key
         self._sign()
+
+    @classmethod
+    def union(cls, rings: Sequence[Keyring], user_key: UserKey, protector: dict[str, Any], now: int) -> Keyring:
+        """One keyring holding every data key of ``rings`` (each opened with
+        its own user key), wrapped under ``user_key``; the newest data key is
+        the active one, so every clone that merges the same keyrings picks the same."""
+        doc: dict[str, Any] = {
+            "vaultmem_format": FORMAT_VERSION,
+            "protector": protector,
+            "data_keys": [],
+            "active": None,
+        }
+        seen: set[str] = set()
+        for ring in rings:
+            for entry in ring.doc["data_keys"]:
+                if entry["id"] in seen:
+                    continue
+                seen.add(entry["id"])
+                wrapped = entry["wrapped"]
+                if ring.user_key.mac_key != user_key.mac_key:
+                    raw = ring.user_key.fernet.decrypt(wrapped.encode("ascii"))
+                    wrapped = user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
+                doc["data_keys"].append({"id": entry["id"], "wrapped": wrapped, "created": entry["created"]})
+        doc["data_keys"].sort(key=lambda e: (e["created"], e["id"]))
+        doc["active"] = doc["data_keys"][-1]["id"]
+        keys = {key_id: key for ring in rings for key_id, key in ring.keys.items()}
+        merged = cls(doc, keys, user_key)
+        merged._sign()
+        return merged
 
     def _sign(self) -> None:
         self.doc["mac"] = document_mac(self.doc, self.user_key)

@@ -16,7 +16,19 @@ from vaultmem.errors import VaultError
 
 SEAL_HEADER = b"vaultmem-seal"  # a commit header, like git's own gpgsig
 RESTORED_FROM = "Vaultmem-Restored-From"
-COMMANDS = ("create", "str_replace", "insert", "delete", "rename", "restore", "undo", "rekey", "import", "expire")
+COMMANDS = (
+    "create",
+    "str_replace",
+    "insert",
+    "delete",
+    "rename",
+    "restore",
+    "undo",
+    "rekey",
+    "import",
+    "expire",
+    "merge",
+)
 
 
 class Person(Protocol):
@@ -50,6 +62,8 @@ class Version:
     paths: tuple[str, ...]
     message: str
     restored_from: str | None = None
+    merged: str | None = None  # a merge: the other side's commit and remote, "ID from NAME"
+    conflicts: tuple[str, ...] = ()  # a merge: "PATH -> THE COPY BESIDE IT" for each conflict
 
     @classmethod
     def from_commit(cls, commit: CommitFields) -> Version:
@@ -63,6 +77,8 @@ class Version:
             paths=tuple(trailers.get("Vaultmem-Path", [])),
             message=commit.message,
             restored_from=trailers.get(RESTORED_FROM, [None])[0],
+            merged=trailers.get("Vaultmem-Merge", [None])[0],
+            conflicts=tuple(trailers.get("Vaultmem-Conflict", [])),
         )
 
 
@@ -91,10 +107,15 @@ def subject_paths(command: str, paths: list[str]) -> str:
 
 
 def format_message(
-    command: str, paths: tuple[MemoryPath, ...], actor: str, session: str | None, extra: list[tuple[str, str]]
+    command: str,
+    paths: tuple[MemoryPath, ...],
+    actor: str,
+    session: str | None,
+    extra: list[tuple[str, str]],
+    subject: str | None = None,
 ) -> str:
     """Subject and trailers; never content.  The seal is appended by the vault."""
-    subject = f"memory: {command} " + subject_paths(command, [p.text for p in paths])
+    subject = f"memory: {command} " + (subject or subject_paths(command, [p.text for p in paths]))
     lines = [f"Vaultmem-Command: {command}"]
     lines += [f"Vaultmem-Path: {p.text}" for p in paths]
     lines.append(f"Vaultmem-Actor: {actor}")

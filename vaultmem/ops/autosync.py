@@ -1,7 +1,9 @@
 """Automatic sync for agents: a memory tool that keeps its vault in step with a
 git server, off the calls' latency and offline first.
 
-At session start (when the tool is made) it pulls.  After each acknowledged
+At session start (when the tool is made) it pulls.  When another clone has
+pushed first, the push pulls (merging both sides' versions, as the tool's
+actor) and pushes again.  After each acknowledged
 mutation it pushes, in a background thread, within ``GAP`` (1 s; the
 mutations of that second go in one push), and with ``every`` it also pulls
 and pushes every that many seconds.  A server that cannot be reached, or a
@@ -16,7 +18,7 @@ import logging
 import threading
 import time
 
-from vaultmem.errors import VaultError
+from vaultmem.errors import ConflictError, VaultError
 from vaultmem.repo.store import Store
 
 log = logging.getLogger("vaultmem.sync")
@@ -30,7 +32,7 @@ GAP = 1.0
 class AutoSync:
     """Keeps ``vault`` in step with ``remote`` (see the module docstring)."""
 
-    def __init__(self, vault: Store, remote: str, every: float | None = None) -> None:
+    def __init__(self, vault: Store, remote: str, every: float | None = None, actor: str = "vaultmem") -> None:
         if not any(r.name == remote for r in vault.remotes):
             raise VaultError(f"Error: the vault has no remote named {remote!r}; add it before syncing with it.")
         if every is not None and (isinstance(every, bool) or not isinstance(every, int | float) or every <= 0):
@@ -38,6 +40,7 @@ class AutoSync:
         self.vault = vault
         self.remote = remote
         self.every = every
+        self.actor = actor  # the author of the merges this tool makes
         self.failures = 0  # syncs that logged a warning, for the tool's owner
         self._wake = threading.Condition()
         self._dirty = False
@@ -121,9 +124,13 @@ class AutoSync:
     def _attempt(self, *, pull: bool, push: bool) -> None:
         try:
             if pull:
-                self.vault.pull(self.remote)
+                self.vault.pull(self.remote, actor=self.actor)
             if push:
-                self.vault.push(self.remote)
+                try:
+                    self.vault.push(self.remote)
+                except ConflictError:  # another clone pushed first: merge its versions, then push
+                    self.vault.pull(self.remote, actor=self.actor)
+                    self.vault.push(self.remote)
         except VaultError as err:
             self.failures += 1
             log.warning("vaultmem: could not sync with %r; the memory works locally and retries: %s", self.remote, err)

@@ -141,7 +141,7 @@ class MemoryCommands:
         self.guard = Guard(vault, policy, detectors, max_file_bytes)
         self.view_cap = view_cap
         # Automatic sync with a git server (docs/sync.md): pulls now, pushes after each mutation.
-        self.autosync = AutoSync(vault, sync, sync_every) if sync is not None else None
+        self.autosync = AutoSync(vault, sync, sync_every, actor) if sync is not None else None
         self._handlers: dict[str, Callable[[dict[str, Any]], str]] = {
             "view": self.view,
             "create": self.create,

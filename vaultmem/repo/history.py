@@ -28,6 +28,7 @@ from vaultmem.core.versions import (
     Filters,
     Person,
     Version,
+    parse_trailers,
 )
 from vaultmem.errors import IntegrityError, VaultError
 
@@ -44,6 +45,8 @@ class CommitLike(Protocol):
     def message(self) -> str: ...
     @property
     def author(self) -> Person: ...
+    @property
+    def parent_ids(self) -> Sequence[pygit2.Oid]: ...
 
 
 # -- commits as they are stored -------------------------------------------------
@@ -193,8 +196,8 @@ def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
     from their bytes.  If libgit2 fails on a commit, or its walk ends at a
     commit that records parents (a shallow file that appeared meanwhile), the
     walk goes on from the raw commits, which names a damaged version in an
-    :class:`UnreadableVersion` (an ``IntegrityError``).  ``main`` is linear:
-    going on from the last commit's parents continues where libgit2 stopped.
+    :class:`UnreadableVersion` (an ``IntegrityError``), going on from the
+    last commit's parents (libgit2 had walked every commit newer than it).
     """
     if hiding_files(repo):
         yield from raw_commits(repo, [head])
@@ -215,6 +218,16 @@ def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
     rest = [head] if last is None else list(read_commit(repo, last.id).parent_ids)
     if rest:
         yield from raw_commits(repo, rest)
+
+
+def first_parents(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[RawCommit]:
+    """``head`` and its first parents, newest first: main as this vault held
+    it (a merge's first parent is the side that made the merge)."""
+    oid: pygit2.Oid | None = head
+    while oid is not None:
+        commit = read_commit(repo, oid)
+        yield commit
+        oid = commit.parent_ids[0] if commit.parent_ids else None
 
 
 # -- times ---------------------------------------------------------------------
@@ -256,13 +269,15 @@ def _entry_id(repo: pygit2.Repository, version: pygit2.Oid, root: pygit2.Oid, ta
 
 def touches(repo: pygit2.Repository, commit: CommitLike, target: MemoryPath) -> bool:
     """Whether ``commit`` changed what is at ``target`` (a file or a folder),
-    compared with the parents its object records."""
+    compared with the parent its object records (a merge: its first parent,
+    the side that made it; what the merge brought from the other side was
+    changed there, in that side's versions)."""
     mine = _entry_id(repo, commit.id, commit.tree_id, target)
     recorded = commit if isinstance(commit, RawCommit) else read_commit(repo, commit.id)  # libgit2's may be grafted
-    parents = [read_commit(repo, oid) for oid in recorded.parent_ids]
-    if not parents:
+    if not recorded.parent_ids:
         return mine is not None
-    return any(_entry_id(repo, p.id, p.tree_id, target) != mine for p in parents)
+    parent = read_commit(repo, recorded.parent_ids[0])
+    return _entry_id(repo, parent.id, parent.tree_id, target) != mine
 
 
 def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterator[Version]:
@@ -281,16 +296,43 @@ def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterato
     or tree that cannot be read raises ``IntegrityError``.
     """
     tracked = filters.path
-    for commit in commits(repo, head):  # main is linear: newest first
+    at_commit: dict[bytes, MemoryPath] = {}  # the name the path had in a commit not yet reached
+    for commit in commits(repo, head):  # newest first
         version: Version | None = None
         if tracked is not None:
-            if not _may_touch(commit.message, tracked.text) or not touches(repo, commit, tracked):
+            here = at_commit.pop(commit.id.raw, tracked)
+            before = here
+            if _may_touch(commit.message, here.text) and touches(repo, commit, here):
+                version = Version.from_commit(commit)
+                before = _before_rename(version, here)
+            recorded = commit if isinstance(commit, RawCommit) else read_commit(repo, commit.id)
+            parents = recorded.parent_ids
+            for parent in parents:
+                named = _in_parent(repo, commit, parent, before) if len(parents) > 1 else before
+                at_commit.setdefault(parent.raw, named)
+            tracked = before
+            if version is None:
                 continue
-            version = Version.from_commit(commit)
-            tracked = _before_rename(version, tracked)
         version = version or Version.from_commit(commit)
         if filters.matches(version):
             yield version
+
+
+def _in_parent(repo: pygit2.Repository, merge: CommitLike, parent: pygit2.Oid, path: MemoryPath) -> MemoryPath:
+    """The name ``path`` (a path of a merge commit) had in one of its parents:
+    the same, unless that side never made a rename the merge carried over."""
+    found = read_commit(repo, parent)
+    if _entry_id(repo, parent, found.tree_id, path) is not None:
+        return path
+    for value in parse_trailers(merge.message).get("Vaultmem-Renamed", []):
+        old_text, sep, new_text = value.partition(" -> ")
+        try:
+            old, new = parse(old_text), parse(new_text)
+        except VaultError:
+            continue
+        if sep and path.is_within(new):
+            return MemoryPath(old.parts + path.parts[len(new.parts) :])
+    return path
 
 
 _PATH_TRAILER = "\nVaultmem-Path: "

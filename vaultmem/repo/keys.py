@@ -50,7 +50,9 @@ def keyring_blob(repo: pygit2.Repository, target: Any) -> bytes:
         raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
 
 
-def write_keyring(commits: CommitPath, keyring: Keyring, message: str, now: int) -> None:
+def write_keyring(
+    commits: CommitPath, keyring: Keyring, message: str, now: int, merged_from: bytes | None = None
+) -> None:
     """Replace the keyring through the commit path, synced before returning
     (the data keys are the only copy there is).  The caller holds the writer lock."""
     blob = objects.packed(objects.BLOB, keyring.to_bytes())
@@ -61,7 +63,10 @@ def write_keyring(commits: CommitPath, keyring: Keyring, message: str, now: int)
         raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
     # Each keyring commit follows the one before it, so the branch only grows:
     # a clone pulls and pushes it as a fast-forward, like main.
-    draft = Draft(tree.id, [current] if current is not None else [], COMMITTER, now, message + "\n")
+    parents = [current] if current is not None else []
+    if merged_from is not None:  # a merge of two clones' keyrings: both are its parents
+        parents.append(merged_from)
+    draft = Draft(tree.id, parents, COMMITTER, now, message + "\n")
     commits.commit(KEYRING_REF, current, [blob, tree], draft, checkpoint=True)
 
 

@@ -93,6 +93,11 @@ def read_policy(repo: pygit2.Repository, keyring: Keyring) -> tuple[Policy, str 
     return _load(repo, keyring, target)[0], str(target)
 
 
+def policy_at(repo: pygit2.Repository, keyring: Keyring, commit_id: pygit2.Oid) -> Policy:
+    """The policy one commit of the policy branch set (its seal checked)."""
+    return _load(repo, keyring, commit_id)[0]
+
+
 def history(repo: pygit2.Repository, keyring: Keyring, limit: int | None = None) -> list[PolicyVersion]:
     """Every policy change, newest first."""
     out: list[PolicyVersion] = []
@@ -130,9 +135,11 @@ def write_policy(
     actor: str,
     session: str | None,
     now: int,
+    merged_from: bytes | None = None,
 ) -> str:
     """One commit of ``policy.json`` on the policy branch, sealed by ``seal``,
-    through the commit path, synced before returning.  The caller holds the writer lock."""
+    through the commit path, synced before returning (with ``merged_from``, a
+    merge: that commit is its second parent).  The caller holds the writer lock."""
     try:
         previous = read_ref(commits.gitdir, POLICY_REF)
     except Damaged as err:
@@ -147,7 +154,12 @@ def write_policy(
     ]
     if session is not None:
         lines.append(f"Vaultmem-Session: {session}")
+    if merged_from is not None:
+        lines.append(f"Vaultmem-Merge: {merged_from.hex()}")
     message = f"policy: {summary}"[:200] + "\n\n" + "\n".join(lines) + "\n"
-    draft = Draft(tree.id, [previous] if previous is not None else [], ident(actor, actor), now, message)
+    parents = [previous] if previous is not None else []
+    if merged_from is not None:
+        parents.append(merged_from)
+    draft = Draft(tree.id, parents, ident(actor, actor), now, message)
     commit = commits.commit(POLICY_REF, previous, [blob, tree], draft, seal, checkpoint=True)
     return commit.id.hex()

@@ -13,8 +13,9 @@ other.  A pulled branch moves through the one commit path (``CommitPath.advance`
 the fetched objects are synced, the move is journaled, then made, under the
 writer lock, so a power cut or a kill leaves the state before or after.
 
-Histories that have diverged are not merged yet: a pull that would need a
-merge changes nothing and says so.
+Histories that diverged (both sides wrote since they last synced) are
+merged by the store (:mod:`vaultmem.repo.merge`); this module says which
+branches need it (:func:`relation`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from vaultmem.errors import ConflictError, IntegrityError, VaultError, WrongKeyE
 from vaultmem.git import durable
 from vaultmem.git.commits import CommitPath, Damaged, read_ref
 from vaultmem.repo.keys import KEYRING_REF, keyring_blob
+from vaultmem.repo.merge import MergeReport
 from vaultmem.repo.policy import POLICY_REF
 
 MAIN_REF = "refs/heads/main"
@@ -56,6 +58,7 @@ class Transfer:
 
     remote: str
     moved: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    merge: MergeReport | None = None  # a pull that merged main: what it merged
 
     @property
     def changed(self) -> bool:
@@ -319,21 +322,25 @@ def incoming(repo: pygit2.Repository, name: str, ref: str) -> tuple[pygit2.Oid |
     return local, theirs
 
 
-def fast_forward_needed(
-    repo: pygit2.Repository, name: str, ref: str, local: pygit2.Oid | None, theirs: pygit2.Oid | None
-) -> bool:
-    """Whether ``ref`` must move forward to ``theirs``; ConflictError if the
-    histories diverged (a merge, which pull does not make yet)."""
+def relation(repo: pygit2.Repository, name: str, ref: str, local: pygit2.Oid | None, theirs: pygit2.Oid | None) -> str:
+    """What a pull does with ``ref``: ``"none"`` (the remote has nothing this
+    vault lacks), ``"advance"`` (move forward to the remote's tip) or
+    ``"merge"`` (both sides added commits since they last agreed; for
+    ``main`` and the policy, perhaps since the start: two clones of a vault
+    that had no version yet).  Keyrings with no commit in common belong to
+    two vaults: refused."""
     if theirs is None or theirs == local:
-        return False
+        return "none"
     if local is None or repo.descendant_of(theirs, local):
-        return True
+        return "advance"
     if repo.descendant_of(local, theirs):
-        return False  # this vault is ahead: push
-    raise ConflictError(
-        f"Error: this vault and the remote {name!r} have both added versions to {short_name(ref)} since they "
-        "last synced; merging diverged histories is not supported yet. Nothing was changed."
-    )
+        return "none"  # this vault is ahead: push
+    if repo.merge_base(local, theirs) is None and ref == KEYRING_REF:
+        raise ConflictError(
+            f"Error: the remote {name!r} holds a {short_name(ref)} with no version in common with this vault's: "
+            "it is another vault, or its history was replaced. Nothing was changed."
+        )
+    return "merge"
 
 
 def check_keyring(

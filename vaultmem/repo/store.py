@@ -49,9 +49,10 @@ from vaultmem.git.journal import Journal
 from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor
 from vaultmem.git.upkeep import Upkeep
 from vaultmem.repo import keys
+from vaultmem.repo import merge as merging
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
-from vaultmem.repo.history import commits, walk
+from vaultmem.repo.history import first_parents, read_commit, walk
 from vaultmem.repo.keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
@@ -383,15 +384,18 @@ class Store:
         return commit
 
     def _at_time(self, when: datetime, head: pygit2.Oid | None) -> pygit2.Commit:
-        """The newest version at or before ``when``."""
+        """The newest version at or before ``when`` along main's first
+        parents: the memory as this vault's main held it then (a merge's
+        first parent is the side that made it)."""
         if head is not None:
-            for commit in commits(self.repo, head):  # the parents the commits record, newest first
+            for commit in first_parents(self.repo, head):
                 if commit.author.time <= when.timestamp():
                     return self.repo[commit.id].peel(pygit2.Commit)
         raise NotFoundError(f"Error: no version at or before {when.isoformat()}; the history starts later.")
 
     def _on_main(self, oid: pygit2.Oid, head: pygit2.Oid) -> bool:
-        """Whether ``oid`` is ``head`` or one of its ancestors.
+        """Whether ``oid`` is ``head`` or one of its ancestors (through every
+        parent: a merge brings the other side's versions into main's history).
 
         The ids of main's history are walked once and kept in memory; later
         calls walk only the commits made since, and start over if main no
@@ -402,16 +406,30 @@ class Store:
         with self._chain_lock:
             tip, known = self._chain
             if tip != head.raw:
-                fresh: list[bytes] = []
-                for commit in commits(self.repo, head):  # the parents the commits record (main is linear)
-                    if commit.id.raw == tip:
-                        break
-                    fresh.append(commit.id.raw)
-                else:
-                    known = set()  # main does not continue from the walked tip: all of it was walked
+                fresh, reached = self._walk_since(head, tip, known)
+                if not reached:  # main does not continue from the walked tip: walk all of it
+                    fresh, _ = self._walk_since(head, None, set())
+                    known = set()
                 known.update(fresh)
                 self._chain = (head.raw, known)
             return oid.raw in known
+
+    def _walk_since(self, head: pygit2.Oid, tip: bytes | None, known: set[bytes]) -> tuple[set[bytes], bool]:
+        """The commits ``head`` reaches through the parents they record,
+        stopping at ``tip`` and the ids in ``known``; and whether ``tip`` was reached."""
+        fresh: set[bytes] = set()
+        reached = tip is None
+        stack = [head]
+        while stack:
+            oid = stack.pop()
+            if oid.raw == tip:
+                reached = True
+                continue
+            if oid.raw in known or oid.raw in fresh:
+                continue
+            fresh.add(oid.raw)
+            stack.extend(read_commit(self.repo, oid).parent_ids)
+        return fresh, reached
 
     # -- writing -------------------------------------------------------------
 
@@ -780,14 +798,24 @@ class Store:
         key: str | None = None,
         key_file: str | os.PathLike[str] | None = None,
         passphrase: str | None = None,
+        actor: str = "vaultmem",
+        policy_from: str | None = None,
     ) -> sharing.Transfer:
-        """Bring ``remote``'s new versions, keys and policy here, each branch
-        moved forward only, through the commit path, after checking every
-        incoming commit's seal and the keyring's MAC under this vault's key.
-        Diverged histories are refused (no merge yet); nothing changes then.
-        After a key change on another clone, give the new ``key``,
-        ``key_file`` or ``passphrase``: the pulled keyring is opened with it,
-        and from then on this vault opens with the new key only."""
+        """Bring ``remote``'s new versions, keys and policy here, after
+        checking every incoming commit's seal and the keyring's MAC under this
+        vault's key.  A branch this vault has not written since it last synced
+        moves forward; one both sides wrote is merged (docs/sync.md, "When
+        both sides wrote"): ``main`` file by file on decrypted content, as one
+        sealed merge commit by ``actor``; the keyring as the union of both
+        sides' data keys; the policy field by field, refusing a field both
+        sides set differently unless ``policy_from`` ("ours" or "theirs") says
+        which side wins.  Nothing changes when anything is refused.  After a
+        key change on another clone, give the new ``key``, ``key_file`` or
+        ``passphrase``: the pulled keyring is opened with it, and from then on
+        this vault opens with the new key only."""
+        _check_label("actor", actor)
+        if policy_from not in (None, "ours", "theirs"):
+            raise VaultError("Error: policy_from must be 'ours' or 'theirs'.")
         new_user_key = None
         if key is not None or key_file is not None or passphrase is not None:
 
@@ -796,7 +824,7 @@ class Store:
 
         repo = self._handle()  # its own handle: a pull may run in another thread (AutoSync)
         try:
-            return self._pull(repo, remote, progress, new_user_key)
+            return self._pull(repo, remote, progress, new_user_key, actor, policy_from)
         finally:
             repo.free()
 
@@ -806,40 +834,104 @@ class Store:
         remote: str,
         progress: Progress | None,
         new_user_key: Callable[[dict[str, Any] | None], UserKey] | None,
+        actor: str,
+        policy_from: str | None,
     ) -> sharing.Transfer:
         sharing.fetch(repo, remote, progress)
         result = sharing.Transfer(remote)
         with self._lock.hold():
             self._commits.recover()
+            now = int(self.clock())
+            # Everything is checked and built first; only then does a branch move.
             local_ring, their_ring = sharing.incoming(repo, remote, keys.KEYRING_REF)
+            ring_step = sharing.relation(repo, remote, keys.KEYRING_REF, local_ring, their_ring)
             keyring = self.keyring
-            pulled_ring = None
-            if sharing.fast_forward_needed(repo, remote, keys.KEYRING_REF, local_ring, their_ring):
+            if ring_step != "none":
                 assert their_ring is not None
-                pulled_ring = keyring = sharing.check_keyring(repo, their_ring, self.keyring, new_user_key)
-            moves = []
+                pulled = sharing.check_keyring(repo, their_ring, self.keyring, new_user_key)
+                if ring_step == "merge":
+                    keys.check_unchanged(repo, self.keyring)
+                    pulled = merging.merge_keyrings(self.keyring, pulled, new_user_key is not None, now)
+                keyring = pulled
+            steps = {}
             for ref in (MAIN, policy_mod.POLICY_REF):
                 local, theirs = sharing.incoming(repo, remote, ref)
-                if sharing.fast_forward_needed(repo, remote, ref, local, theirs):
+                step = sharing.relation(repo, remote, ref, local, theirs)
+                if step != "none":
                     assert theirs is not None
                     sharing.check_commits(repo, local, theirs, keyring)
-                    moves.append((ref, local, theirs))
-            if pulled_ring is not None:  # first: the versions that follow may use its new data keys
+                    steps[ref] = (step, local, theirs)
+            policy_merge = None
+            if steps.get(policy_mod.POLICY_REF, ("",))[0] == "merge":
+                _, local, theirs = steps[policy_mod.POLICY_REF]
+                assert local is not None and theirs is not None
+                policy_merge = self._merged_policy(repo, keyring, local, theirs, policy_from)
+            main_merge = None
+            if steps.get(MAIN, ("",))[0] == "merge":
+                _, local, theirs = steps[MAIN]
+                assert local is not None and theirs is not None
+                main_merge = merging.build_main_merge(
+                    repo, self._read_raw, self._trees, self._layouts, keyring, local, theirs, remote, actor, now
+                )
+            if steps or ring_step == "merge":
+                durable.sync_filesystem(self.path)  # the fetched objects, before any ref names them
+            # The keyring first: the versions that follow may use its data keys.
+            if ring_step == "advance":
                 assert their_ring is not None
                 sharing.advance(self._commits, keys.KEYRING_REF, local_ring, their_ring)
-                self.keyring = pulled_ring
-                result.moved["vaultmem-keyring"] = (str(local_ring) if local_ring else None, str(their_ring))
-            for ref, local, theirs in moves:
-                sharing.advance(self._commits, ref, local, theirs)
-                result.moved[sharing.short_name(ref)] = (str(local) if local else None, str(theirs))
+            elif ring_step == "merge":
+                assert their_ring is not None
+                message = "vaultmem: merge the keyrings of two clones"
+                write_keyring(self._commits, keyring, message, now, merged_from=their_ring.raw)
+            if ring_step != "none":
+                assert their_ring is not None
+                self.keyring = keyring
+                new_ring = read_ref_or_damaged(self.path, keys.KEYRING_REF)
+                shown = new_ring.hex() if new_ring not in (None, DAMAGED) else str(their_ring)
+                result.moved["vaultmem-keyring"] = (str(local_ring) if local_ring else None, shown)
+            for ref, (step, local, theirs) in steps.items():
+                if step == "advance":
+                    sharing.advance(self._commits, ref, local, theirs)
+                    tip = str(theirs)
+                elif ref == MAIN:
+                    assert main_merge is not None and local is not None
+                    new_objects, root, message, report = main_merge
+                    draft = Draft(root, [local.raw, theirs.raw], ident(actor, actor), now, message)
+                    commit = self._commits.commit(MAIN, local.raw, new_objects, draft, self._seal)
+                    self._recent.add([*new_objects, commit])
+                    report.commit = tip = commit.id.hex()
+                    result.merge = report
+                else:
+                    assert policy_merge is not None
+                    merged_policy, changed = policy_merge
+                    tip = policy_mod.write_policy(
+                        self._commits, self._seal, merged_policy, changed, actor, None, now, merged_from=theirs.raw
+                    )
+                result.moved[sharing.short_name(ref)] = (str(local) if local else None, tip)
             sharing.remember(repo, remote)
+        if result.merge is not None:
+            self._upkeep.poke()
         return result
 
+    def _merged_policy(
+        self, repo: pygit2.Repository, keyring: Keyring, local: pygit2.Oid, theirs: pygit2.Oid, prefer: str | None
+    ) -> tuple[Policy, list[str]]:
+        base_id = repo.merge_base(local, theirs)
+        base = policy_mod.policy_at(repo, keyring, base_id) if base_id is not None else Policy()
+        ours, theirs_policy = policy_mod.policy_at(repo, keyring, local), policy_mod.policy_at(repo, keyring, theirs)
+        return merging.merge_policies(base, ours, theirs_policy, prefer)
+
     def sync(
-        self, remote: str = "origin", progress: Progress | None = None
+        self,
+        remote: str = "origin",
+        progress: Progress | None = None,
+        *,
+        actor: str = "vaultmem",
+        policy_from: str | None = None,
     ) -> tuple[sharing.Transfer, sharing.Transfer]:
-        """Pull, then push: (what the pull moved, what the push moved)."""
-        pulled = self.pull(remote, progress)
+        """Pull (merging if both sides wrote), then push: (what the pull
+        moved, what the push moved)."""
+        pulled = self.pull(remote, progress, actor=actor, policy_from=policy_from)
         return pulled, self.push(remote, progress)
 
     def configure_textconv(self, command: str) -> None:
