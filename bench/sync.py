@@ -18,6 +18,7 @@ spread (min-max) beside it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -29,8 +30,9 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
+from busy import BusyDisk  # noqa: E402
 from githttp import git_http  # noqa: E402  (the tests' HTTP server: the same one they trust)
 
 from vaultmem.ops.memory import MemoryCommands  # noqa: E402
@@ -185,12 +187,21 @@ def main() -> None:
     merge_s, forward_s = [m[0] for m in merges], [m[1] for m in merges]
     print(f"merge of {diverged}+{diverged}: {shown(merge_s)} ms (fast-forward pull: {shown(forward_s)} ms)", flush=True)
     calls = 30 if args.quick else 300
-    latency: dict[bool, list[float]] = {False: [], True: []}
-    for _ in range(runs):  # interleaved rounds, off then on, so the machine's noise falls on both
-        for sync in (False, True):
-            latency[sync] += call_latency(sync, calls, key)
-    off, on = (statistics.median(latency[flag]) * 1e6 for flag in (False, True))
-    print(f"create p50: {off:,.0f} us without sync, {on:,.0f} us with automatic sync", flush=True)
+    disks = ("quiet",) if args.quick else ("quiet", "busy")
+    p50: dict[tuple[str, bool], float] = {}
+    for disk in disks:
+        latency: dict[bool, list[float]] = {False: [], True: []}
+        with contextlib.ExitStack() as stack:
+            if disk == "busy":  # another process appending 1-4 MB chunks and fsyncing each, 64 MB/s asked
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vaultmem-busy-")))
+                stack.enter_context(BusyDisk(folder, rate=64, chunk=(1, 4)))
+            for run in range(runs):  # interleaved rounds, the order alternating, so the noise falls on both
+                for sync in (False, True) if run % 2 == 0 else (True, False):
+                    latency[sync] += call_latency(sync, calls, key)
+        for flag in (False, True):
+            p50[disk, flag] = statistics.median(latency[flag]) * 1e6
+        off, on = p50[disk, False], p50[disk, True]
+        print(f"{disk} disk, create p50: {off:,.0f} us without sync, {on:,.0f} us with automatic sync", flush=True)
     lines = [
         "# Push and pull speed",
         "",
@@ -220,14 +231,20 @@ def main() -> None:
         "## A tool call with automatic sync",
         "",
         f"`create` through the memory commands, {calls} calls a round, {runs} round(s) with automatic sync",
-        "to a `file://` server and as many without, interleaved; p50 of all calls (target: within 10%).",
+        "to a `file://` server and as many without, interleaved; p50 of all calls (target: within 10%). The busy",
+        "disk: another process appending 1-4 MB chunks to the same file system and fsyncing each, at 64 MB/s",
+        "asked (bench/busy.py, as in benchmarks.md).",
         "",
-        "| automatic sync | create p50 (µs) | ratio |",
-        "|---|---|---|",
-        f"| off | {off:,.0f} | 1.00x |",
-        f"| on | {on:,.0f} | {on / off:.2f}x |",
-        "",
+        "| disk | automatic sync | create p50 (µs) | ratio |",
+        "|---|---|---|---|",
     ]
+    for disk in disks:
+        off = p50[disk, False]
+        lines += [
+            f"| {disk} | off | {off:,.0f} | 1.00x |",
+            f"| {disk} | on | {p50[disk, True]:,.0f} | {p50[disk, True] / off:.2f}x |",
+        ]
+    lines.append("")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "sync-speed.md").write_text("\n".join(lines), encoding="utf-8")

@@ -470,3 +470,26 @@ def test_a_vault_with_another_keyring_is_refused(tmp_path: Path) -> None:
         with pytest.raises(ConflictError, match="no version in common"):
             other.pull()
         assert str(other.head()) == head and other.read("/memories/o.md") == "o\n"
+
+
+def test_expiry_dates_a_merged_file_by_when_its_side_wrote_it(tmp_path: Path) -> None:
+    from conftest import FakeClock
+
+    key = generate_key()
+    remote = server(tmp_path / "server.git")
+    clock = FakeClock()
+    with Vault.init(tmp_path / "a.vault", key=key, clock=clock) as a:
+        Host(a, "a").create("/memories/base.md", "base\n")
+        a.add_remote("origin", str(remote))
+        a.push()
+        b = Vault.clone(str(remote), tmp_path / "b.vault", key=key, clock=clock)
+        clock.advance(3600)
+        Host(a, "a").create("/memories/from-a.md", "old news\n")  # written by a, never read on b
+        a.push()
+    Host(b, "b").create("/memories/from-b.md", "b\n")
+    clock.advance(40 * 86400)
+    b.pull(actor="host-b")  # the merge is 40 days younger than a's write
+    Host(b, "b").create("/memories/fresh.md", "now\n")
+    stale = {f.path for f in b.expire("30d", dry_run=True).stale}
+    assert stale == {"/memories/base.md", "/memories/from-a.md", "/memories/from-b.md"}
+    b.close()

@@ -55,8 +55,9 @@ class AutoSync:
     def poke(self) -> None:
         """A mutation was acknowledged: push it soon, in the background."""
         with self._wake:
-            self._dirty = True
-            self._wake.notify()
+            if not self._dirty:  # already due: waking the thread again would only cost the call a switch
+                self._dirty = True
+                self._wake.notify()
         self._start()
 
     def flush(self, timeout: float | None = None) -> bool:

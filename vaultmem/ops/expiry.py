@@ -16,6 +16,7 @@ tests never sleep.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -50,21 +51,37 @@ class ExpireResult:
 
 def last_written(vault: Store, snap: Snapshot, wanted: dict[MemoryPath, bytes]) -> dict[MemoryPath, int]:
     """For each file of ``wanted`` (path -> its blob id now), the time of the
-    newest commit that wrote it: walk back until its blob id differs."""
+    newest commit that wrote it: walk back while a parent holds the same blob.
+    A merge that took a file whole from its other side passes the search on to
+    that side, so a file another clone wrote keeps the time it was written."""
     found: dict[MemoryPath, int] = {}
-    open_paths = dict(wanted)
-    commit_id = snap.commit_id
+    if snap.commit_id is None:
+        return found
     repo = vault.repo
-    while open_paths and commit_id is not None:
+    waiting: dict[bytes, dict[MemoryPath, bytes]] = {snap.commit_id: dict(wanted)}
+    queue: list[tuple[int, bytes]] = []
+    commit = repo[pygit2.Oid(raw=snap.commit_id)].peel(pygit2.Commit)
+    heapq.heappush(queue, (-commit.commit_time, snap.commit_id))
+    while queue and len(found) < len(wanted):
+        _, commit_id = heapq.heappop(queue)
+        open_paths = waiting.pop(commit_id, None)
+        if not open_paths:
+            continue
         commit = repo[pygit2.Oid(raw=commit_id)].peel(pygit2.Commit)
-        parent_id = commit.parent_ids[0].raw if commit.parent_ids else None
-        parent = Snapshot(snap.read_raw, snap.keyring, snap.sizes, snap.trees, parent_id)
-        for path, oid in list(open_paths.items()):
-            before = parent.entry(path)
-            if before is None or before[1] != oid:
+        parents = [
+            Snapshot(snap.read_raw, snap.keyring, snap.sizes, snap.trees, parent.raw) for parent in commit.parent_ids
+        ]
+        for path, oid in open_paths.items():
+            source = next((parent for parent in parents if (parent.entry(path) or (0, b""))[1] == oid), None)
+            if source is None:
                 found[path] = commit.author.time
-                del open_paths[path]
-        commit_id = parent_id
+                continue
+            assert source.commit_id is not None
+            if source.commit_id not in waiting:
+                parent_commit = repo[pygit2.Oid(raw=source.commit_id)].peel(pygit2.Commit)
+                heapq.heappush(queue, (-parent_commit.commit_time, source.commit_id))
+                waiting[source.commit_id] = {}
+            waiting[source.commit_id][path] = oid
     return found
 
 
