@@ -281,6 +281,11 @@ def test_cli_pull_prints_and_returns_what_merged(
     assert cli_main(["--vault", str(b.vault.path), "log", "--json", "--command", "merge"]) == 0
     logged = json.loads(capsys.readouterr().out)
     assert [e["actor"] for e in logged] == ["ops"] and logged[0]["merged"].endswith(" from origin")
+    assert cli_main(["--vault", str(b.vault.path), "show", "main"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert f"merged         {a.vault.head()} from origin" in shown
+    assert f"conflict       /memories/status.md -> /memories/status.conflict-{label}.md" in shown
+    assert f"path           /memories/status.conflict-{label}.md" in shown  # b's own version stayed
 
 
 # -- two hosts, two processes, automatic sync ------------------------------------------------

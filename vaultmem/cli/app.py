@@ -630,11 +630,14 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
         ("actor", version.actor),
         ("session", version.session or "-"),
         ("command", version.command),
-        ("path", " -> ".join(version.paths)),
+        ("path", " -> ".join(version.paths) if version.command == "rename" else ", ".join(version.paths)),
     ]
     if version.restored_from:
         source = "the empty memory" if version.restored_from == NO_VERSION else version.restored_from
         fields.append(("restored from", source))
+    if version.merged:
+        fields.append(("merged", version.merged))
+        fields += [("conflict", conflict) for conflict in version.conflicts]
     on = colour_on(sys.stdout)
     for label, value in fields:
         print(f"{label:<14} {paint(value, YELLOW, on) if label == 'version' else value}")
@@ -1255,7 +1258,9 @@ def _say_moved(verb: str, transfer: Any) -> None:
     merge = transfer.merge
     if merge is None:
         return
-    print(f"Merged {short(merge.merged)} from {transfer.remote}: {len(merge.changed)} paths changed here.")
+    count = len(merge.changed)
+    paths = "path" if count == 1 else "paths"
+    print(f"Merged {short(merge.merged)} from {transfer.remote}: {count} {paths} changed here.")
     for path in merge.text_merged:
         print(f"  merged as text: {path}")
     for path, beside in merge.conflicts:
