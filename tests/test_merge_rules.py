@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vaultmem.core.merge import Result, Side, Tip, conflict_name, merge, text_merge
+from vaultmem.core.paths import parse
 
 
 def run(
@@ -131,6 +132,10 @@ def test_conflict_names() -> None:
     assert conflict_name("/memories/notes", "abc", set()) == "/memories/notes.conflict-abc"
     assert conflict_name("/memories/.profile", "abc", set()) == "/memories/.profile.conflict-abc"
     assert conflict_name("/memories/a.tar.gz", "abc", set()) == "/memories/a.tar.conflict-abc.gz"
+    long = "/memories/" + "é" * 120 + ".md"  # 243 bytes of name: the copy's name is shortened to 255
+    beside = conflict_name(long, "abcdefgh", set())
+    assert beside.endswith(".conflict-abcdefgh.md") and len(beside.rpartition("/")[2].encode()) <= 255
+    parse(beside)
     taken = {"/memories/n.conflict-abc.md"}
     assert conflict_name("/memories/n.md", "abc", taken) == "/memories/n.conflict-abc-2.md"
 

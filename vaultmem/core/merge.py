@@ -27,6 +27,8 @@ from typing import Literal
 
 import merge3
 
+from vaultmem.core.paths import MAX_PATH_BYTES, MAX_SEGMENT_BYTES
+
 Side = Literal["base", "ours", "theirs"]
 TipSide = Literal["ours", "theirs"]
 Reader = Callable[[Side, str], bytes]  # (side, path) -> the file's plain bytes
@@ -65,14 +67,20 @@ class Result:
 
 def conflict_name(path: str, label: str, taken: set[str]) -> str:
     """``/memories/a/notes.md`` -> ``/memories/a/notes.conflict-LABEL.md``
-    (``-2``, ``-3`` ... appended when that name is taken)."""
+    (``-2``, ``-3`` ... appended when that name is taken).  The stem is
+    shortened when the name would break a path rule's length."""
     folder, _, name = path.rpartition("/")
     stem, dot, ext = name.rpartition(".")
     if not stem:  # no extension, or a name such as ".profile"
         stem, dot, ext = name, "", ""
     for n in range(1, 10_000):
-        suffix = f"conflict-{label}" + (f"-{n}" if n > 1 else "")
-        candidate = f"{folder}/{stem}.{suffix}{dot}{ext}"
+        suffix = f".conflict-{label}" + (f"-{n}" if n > 1 else "") + dot + ext
+        over = max(
+            len((stem + suffix).encode()) - MAX_SEGMENT_BYTES,
+            len(f"{folder}/{stem}{suffix}".encode()) - MAX_PATH_BYTES,
+        )
+        short = stem.encode()[: len(stem.encode()) - over].decode("utf-8", "ignore") if over > 0 else stem
+        candidate = f"{folder}/{short}{suffix}"
         if candidate not in taken:
             return candidate
     raise ValueError(f"no free conflict name beside {path}")
