@@ -498,3 +498,99 @@ def test_expiry_dates_a_merged_file_by_when_its_side_wrote_it(tmp_path: Path) ->
     stale = {f.path for f in b.expire("30d", dry_run=True).stale}
     assert stale == {"/memories/base.md", "/memories/from-a.md", "/memories/from-b.md"}
     b.close()
+
+
+# -- two pushes at once ------------------------------------------------------------------------
+
+RACE = """
+import sys, time
+from vaultmem import ConflictError, Vault
+vault = Vault.open(sys.argv[1], key=sys.argv[2])
+start = float(sys.argv[3])
+while time.time() < start:
+    pass
+try:
+    vault.push()
+    print("pushed", vault.head(), flush=True)
+except ConflictError as err:
+    print("refused", err, flush=True)
+"""
+
+
+@pytest.mark.parametrize("url_kind", ["path", "file"])
+def test_two_pushes_at_once_never_overwrite_each_other(tmp_path: Path, url_kind: str) -> None:
+    """A push whose fast-forward check passed must still not replace a ref
+    another push moved meanwhile: one wins, the other is refused."""
+    key = generate_key()
+    remote = server(tmp_path / "server.git")
+    url = str(remote) if url_kind == "path" else remote.as_uri()
+    with Vault.init(tmp_path / "a.vault", key=key) as first:
+        Host(first, "a").create("/memories/start.md", "s\n")
+        first.add_remote("origin", url)
+        first.push()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for round_ in range(int(budget(6, 3))):
+        hosts = [Vault.clone(url, tmp_path / f"r{round_}-{n}.vault", key=key) for n in range(2)]
+        for n, vault in enumerate(hosts):
+            tool = Host(vault, f"h{n}")
+            for i in range(150):
+                tool.create(f"/memories/r{round_}/{n}/{i}.md", f"{i}\n" * 20)
+            vault.close()
+        start = time.time() + 1.0
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", RACE, str(v.path), key, str(start)], stdout=subprocess.PIPE, text=True, env=env
+            )
+            for v in hosts
+        ]
+        outcomes = [p.communicate(timeout=120)[0].split() for p in procs]
+        pushed = [o[1] for o in outcomes if o and o[0] == "pushed"]
+        assert len(pushed) <= 1, outcomes  # never both: the second would have replaced the first
+        server_main = git(remote, "rev-parse", "main").strip()
+        if pushed:
+            assert server_main == pushed[0]
+        for vault in hosts:  # the loser merges and pushes: both rounds' versions reach the server
+            with Vault.open(vault.path, key=key) as reopened:
+                reopened.sync(actor="settle")
+    with Vault.open(tmp_path / "a.vault", key=key) as first:
+        first.pull()
+        assert len(first.listing("/memories", depth=4)) > 0
+        assert first.verify().ok
+
+
+def test_a_push_killed_before_its_branch_moved_leaves_the_server_as_it_was(tmp_path: Path) -> None:
+    """The objects of a local push are staged under refs of its own; a killed
+    push leaves those refs, the server's branches as they were, and the next
+    push from this machine removes them."""
+    key = generate_key()
+    remote = server(tmp_path / "server.git")
+    with Vault.init(tmp_path / "a.vault", key=key) as first:
+        Host(first, "a").create("/memories/start.md", "s\n")
+        first.add_remote("origin", str(remote))
+        first.push()
+        before = git(remote, "rev-parse", "main").strip()
+        Host(first, "a").create("/memories/next.md", "n\n")
+        lock = remote / "refs" / "heads" / "main.lock"
+        lock.write_text("f" * 40 + "\n")  # a git command of someone else's, writing main
+        with pytest.raises(ConflictError, match="another program is updating main"):
+            first.push()
+        assert lock.exists() and git(remote, "rev-parse", "main").strip() == before
+        # As a push killed while it held the lock would leave things:
+        stale = remote / "refs" / "vaultmem-incoming" / f"{socket_host()}-999999-dead"
+        stale.mkdir(parents=True)
+        (stale / "main").write_text(str(first.head()) + "\n")
+        (stale / "locking-main").write_text(str(first.head()) + "\n")
+        lock.write_text(str(first.head()) + "\n")
+        first.push()
+        assert git(remote, "rev-parse", "main").strip() == str(first.head())
+        assert not (remote / "refs" / "vaultmem-incoming").exists()
+        assert git(remote, "for-each-ref", "--format=%(refname)").split() == [
+            "refs/heads/main",
+            "refs/heads/vaultmem-keyring",
+        ]
+
+
+def socket_host() -> str:
+    from vaultmem.repo import remotes
+
+    return remotes._HOST

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import shutil
+import socket
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pygit2
 
@@ -281,10 +285,12 @@ def witness_problem(repo: pygit2.Repository, name: str) -> str | None:
 def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None] | None = None) -> Transfer:
     """Push the three branches, never forcing.  A branch the server holds at
     a commit this vault does not descend from is refused before anything is
-    sent: the caller pulls first."""
+    sent: the caller pulls first.  Each branch moves on the server only from
+    the commit this check saw: a push that lands meanwhile wins, and this one
+    is refused."""
     fetch(repo, name)
     result = Transfer(name)
-    specs = []
+    moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]] = []
     for ref in BRANCHES:
         local = repo.references.get(ref)
         if local is None:
@@ -298,10 +304,25 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
                     f"Error: the remote {name!r} holds versions of {short_name(ref)} this vault does not have; "
                     "pull first. Nothing was pushed."
                 )
-        specs.append(f"{ref}:{ref}")  # no '+': the server refuses anything but a fast-forward too
-        result.moved[short_name(ref)] = (str(theirs.target) if theirs is not None else None, str(local.target))
-    if not specs:
+        old = pygit2.Oid(hex=str(theirs.target)) if theirs is not None else None
+        moves.append((ref, old, pygit2.Oid(hex=str(local.target))))
+        result.moved[short_name(ref)] = (str(old) if old is not None else None, str(local.target))
+    if not moves:
         return result
+    remote = _remote(repo, name)
+    server = local_path(remote.url or "")
+    if server is None:
+        # A git server: receive-pack moves each ref only from the id this push
+        # names (the one checked above), under its lock; no '+': never forced.
+        _send(repo, name, [f"{ref}:{ref}" for ref, _, _ in moves], progress)
+    else:
+        _push_local(repo, name, server, moves, progress)
+    fetch(repo, name)  # the tracking refs now say what the server holds
+    remember(repo, name)
+    return result
+
+
+def _send(repo: pygit2.Repository, name: str, specs: list[str], progress: Callable[[int, int], None] | None) -> None:
     callbacks = _Callbacks(progress)
     try:
         _remote(repo, name).push(specs, callbacks=callbacks)
@@ -310,9 +331,151 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
     if callbacks.refused:
         shown = "; ".join(f"{short_name(ref)}: {why}" for ref, why in callbacks.refused.items())
         raise ConflictError(f"Error: the remote {name!r} refused the push ({shown}); pull first.")
-    fetch(repo, name)  # the tracking refs now say what the server holds
-    remember(repo, name)
-    return result
+
+
+def local_path(url: str) -> Path | None:
+    """The folder of a remote on this machine (a path or a ``file://`` URL),
+    None for a server reached over a network transport."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    if parts.scheme or _SCP_LIKE.match(url):
+        return None
+    return Path(url)
+
+
+_SCP_LIKE = re.compile(r"^[^/]+:")  # user@host:path, which git reads as ssh
+
+
+INCOMING = "refs/vaultmem-incoming"
+
+
+def _push_local(
+    repo: pygit2.Repository,
+    name: str,
+    server: Path,
+    moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]],
+    progress: Callable[[int, int], None] | None,
+) -> None:
+    """A push to a repository on this machine, as git's receive-pack makes
+    it.  libgit2's local transport would overwrite the server's ref whatever
+    it held by then, so a push that landed meanwhile would be lost: here
+    libgit2 only sends the objects (to new refs of this push's own under
+    ``refs/vaultmem-incoming``, which keep them from the server's gc), the
+    server's file system is synced, then each branch moves under git's ref
+    lock, only from the id checked, and the incoming refs go."""
+    _clear_stale_incoming(server)
+    token = server / INCOMING / f"{_HOST}-{os.getpid()}-{secrets.token_hex(4)}"
+    staged = {ref: f"{token.relative_to(server)}/{short_name(ref)}" for ref, _, _ in moves}
+    try:
+        _send(repo, name, [f"{ref}:{staged[ref]}" for ref, _, _ in moves], progress)
+        durable.sync_filesystem(server)  # the objects, before a ref names them
+        for ref, old, new in moves:
+            # Says which lock this push is about to take, so that if it is
+            # killed holding it, the next push from this machine knows it for its own.
+            (token / f"{LOCKING}{short_name(ref)}").write_text(f"{new}\n", encoding="ascii")
+            _move_server_ref(name, server, ref, old, new)
+    finally:
+        _remove_incoming(token)
+
+
+LOCKING = "locking-"
+
+
+def _remove_incoming(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+    for empty in (folder, folder.parent):
+        with contextlib.suppress(OSError):
+            empty.rmdir()
+
+
+_HOST = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+
+
+def _clear_stale_incoming(server: Path) -> None:
+    """Remove what a push from this machine left when it was killed (its
+    process is gone): its incoming refs, and a ref lock it held, known by the
+    id it was writing; other machines' are theirs to remove."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(server / INCOMING):
+            parts = entry.name.split("-")  # HOST-PID-RANDOM; HOST holds no "-"
+            if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit() or _alive(int(parts[1])):
+                continue
+            for staged in os.scandir(entry.path):
+                if staged.name.startswith(LOCKING):
+                    _clear_own_lock(server / "refs" / "heads" / (staged.name[len(LOCKING) :] + ".lock"), staged.path)
+            _remove_incoming(Path(entry.path))
+
+
+def _clear_own_lock(lock: Path, note: str) -> None:
+    """Remove ``lock`` if the killed push that wrote ``note`` left it: it holds
+    the id the note names, or nothing (killed between making and writing it)
+    and is older than any git command takes to write one."""
+    try:
+        meant = Path(note).read_bytes()
+        held = lock.read_bytes()
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return
+    if held == meant or (not held and age > STALE_EMPTY_LOCK):
+        with contextlib.suppress(OSError):
+            lock.unlink()
+
+
+STALE_EMPTY_LOCK = 10.0  # seconds
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _move_server_ref(name: str, server: Path, ref: str, old: pygit2.Oid | None, new: pygit2.Oid) -> None:
+    """Move ``ref`` in the repository ``server`` from ``old`` to ``new`` as
+    git does: its ``.lock`` file taken exclusively, the ref re-read under it,
+    the new id written, synced and renamed into place."""
+    path = server / ref
+    lock = path.with_name(path.name + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except FileExistsError:
+        raise ConflictError(
+            f"Error: another program is updating {short_name(ref)} on the remote {name!r}; pull, then push again."
+        ) from None
+    except OSError as err:
+        raise _transport_error(name, err) from err
+    try:
+        try:
+            current = read_ref(server, ref)
+        except Damaged as err:
+            raise IntegrityError(f"Error: the remote {name!r} holds a damaged {short_name(ref)}.") from err
+        expected = bytes.fromhex(str(old)) if old is not None else None
+        if current != expected:
+            raise ConflictError(
+                f"Error: the remote {name!r} received other versions of {short_name(ref)} during this push; "
+                "pull first. Nothing was pushed."
+            )
+        os.write(fd, f"{new}\n".encode("ascii"))
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.rename(lock, path)
+        durable.sync_dir(path.parent)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        raise
 
 
 def incoming(repo: pygit2.Repository, name: str, ref: str) -> tuple[pygit2.Oid | None, pygit2.Oid | None]:
