@@ -37,6 +37,8 @@ DEFAULT_SHOW = (
     "max_vault_bytes  null\n"
     "max_files        null\n"
     "expire_after     null\n"
+    "sync_remote      null\n"
+    "sync_every       null\n"
 )
 
 
@@ -118,7 +120,7 @@ def test_policy_show_prints_json_values_and_expire_after_as_a_duration(
 ) -> None:
     setup.open().set_policy(
         actor="ops", secrets="refuse", personal_data=True, patterns={"ticket_secret": "TS-[0-9]{6}"},
-        max_vault_bytes=5_000_000, max_files=500, expire_after="30d",
+        max_vault_bytes=5_000_000, max_files=500, expire_after="30d", sync_remote="origin", sync_every="90s",
     )  # fmt: skip
     result = cli("policy", "show")
     assert result.code == 0
@@ -130,6 +132,8 @@ def test_policy_show_prints_json_values_and_expire_after_as_a_duration(
         "max_vault_bytes  5000000\n"
         "max_files        500\n"
         "expire_after     30d\n"
+        'sync_remote      "origin"\n'
+        "sync_every       90s\n"
     )
 
 
@@ -138,7 +142,7 @@ def test_policy_show_uses_the_largest_whole_unit(
     cli: Callable[..., Result], setup: Setup, seconds: int, shown: str
 ) -> None:
     setup.open().set_policy(actor="ops", expire_after=seconds)
-    assert cli("policy", "show").out.splitlines()[-1] == f"expire_after     {shown}"
+    assert cli("policy", "show").out.splitlines()[-3] == f"expire_after     {shown}"
 
 
 def test_policy_show_json_is_the_policy_dict(cli: Callable[..., Result], setup: Setup) -> None:
@@ -155,6 +159,8 @@ def test_policy_show_json_is_the_policy_dict(cli: Callable[..., Result], setup: 
         "max_vault_bytes": None,
         "max_files": 3,
         "expire_after": 3600,
+        "sync_remote": None,
+        "sync_every": None,
     }
 
 
@@ -209,7 +215,7 @@ def test_policy_set_reads_expire_after_as_a_duration(cli: Callable[..., Result],
     assert result.code == 0
     assert result.out in ("expire_after: null -> 2592000\n", "expire_after: null -> 30d\n")
     assert setup.open().policy.expire_after == 2_592_000
-    assert cli("policy", "show").out.splitlines()[-1] == "expire_after     30d"
+    assert cli("policy", "show").out.splitlines()[-3] == "expire_after     30d"
     assert cli("policy", "set", "expire_after=2592000").out == "Nothing changed: the policy already says that.\n"
 
 

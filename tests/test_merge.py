@@ -18,7 +18,7 @@ import pygit2
 import pytest
 from conftest import budget, git
 
-from vaultmem import ConflictError, Vault, VaultMemoryTool, generate_key
+from vaultmem import ConflictError, Vault, VaultError, VaultMemoryTool, generate_key
 from vaultmem.cli.app import main as cli_main
 
 MARKER = "PATIENT-RECORD-5521"
@@ -594,3 +594,28 @@ def socket_host() -> str:
     from vaultmem.repo import remotes
 
     return remotes._HOST
+
+
+def test_the_policy_turns_automatic_sync_on_for_every_tool(
+    pair: tuple[Path, str, Host, Host], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    remote, _, a, b = pair
+    a.vault.set_policy(actor="ops", sync_remote="origin", sync_every="1h")
+    assert a.vault.policy.sync_every == 3600
+    a.vault.push()
+    b.vault.pull()
+    tool = VaultMemoryTool(b.vault, actor="agent")  # no sync=: the policy says origin
+    assert tool.autosync is not None and (tool.autosync.remote, tool.autosync.every) == ("origin", 3600)
+    tool.call({"command": "create", "path": "/memories/by-policy.md", "file_text": "synced\n"})
+    assert tool.autosync.flush(30) and tool.autosync.failures == 0
+    tool.autosync.close()
+    assert git(remote, "rev-parse", "main").strip() == str(b.vault.head())
+    # A clone without that remote works locally and says why it does not sync.
+    with Vault.init(tmp_path / "alone.vault", key=generate_key()) as alone:
+        alone.set_policy(actor="ops", sync_remote="backup")
+        with caplog.at_level("WARNING", logger="vaultmem.sync"):
+            lonely = VaultMemoryTool(alone, actor="agent")
+        assert lonely.autosync is None and "no remote" in caplog.text
+        lonely.call({"command": "create", "path": "/memories/x.md", "file_text": "x\n"})
+    with pytest.raises(VaultError, match="sync_remote must be the name of a remote"):
+        a.vault.set_policy(actor="ops", sync_remote="../../etc")

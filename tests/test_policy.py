@@ -139,6 +139,8 @@ def test_the_default_policy_changes_nothing() -> None:
         "max_vault_bytes": None,
         "max_files": None,
         "expire_after": None,
+        "sync_remote": None,
+        "sync_every": None,
     }
 
 
@@ -358,7 +360,7 @@ def test_git_log_p_on_the_policy_branch_shows_json_diffs(vault: Vault, vault_pat
     assert 'policy: secrets="redact", max_files=5' in newest
     assert "Vaultmem-Policy-Changed: secrets, max_files" in newest
     assert '-  "max_files": 3,\n+  "max_files": 5,' in newest
-    assert '-  "secrets": "off"\n+  "secrets": "redact"' in newest
+    assert '-  "secrets": "off",\n+  "secrets": "redact",' in newest
     assert "new file mode" in log.split("\ncommit ")[1]
     assert '+  "max_files": 3,' in log.split("\ncommit ")[1]
 

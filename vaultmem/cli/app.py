@@ -51,7 +51,7 @@ from vaultmem.cli.render import (
     when,
     write_text,
 )
-from vaultmem.core.policy import Policy
+from vaultmem.core.policy import DURATIONS, Policy
 from vaultmem.errors import CommandError, NotFoundError, VaultError
 from vaultmem.ops.diff import unified, with_renames
 from vaultmem.ops.memory import MemoryCommands, new_session
@@ -219,7 +219,9 @@ EPILOGS = {
     "  max_file_bytes=N            the largest file, in bytes of UTF-8 (default 102400)\n"
     "  max_vault_bytes=N|null      the most bytes the memory may hold\n"
     "  max_files=N|null            the most files the memory may hold\n"
-    "  expire_after=DURATION|null  `vaultmem expire` deletes files unread this long, such as 90d",
+    "  expire_after=DURATION|null  `vaultmem expire` deletes files unread this long, such as 90d\n"
+    "  sync_remote=NAME|null       memory tools keep the vault in step with this remote (automatic sync)\n"
+    "  sync_every=DURATION|null    and also pull and push this often, such as 60s",
 }
 
 
@@ -928,7 +930,7 @@ def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
 def _policy_shown(name: str, value: Any) -> str:
     from vaultmem.core.policy import format_duration, show_value
 
-    return format_duration(value) if name == "expire_after" and value is not None else show_value(value)
+    return format_duration(value) if name in DURATIONS and value is not None else show_value(value)
 
 
 def _policy_value(name: str, raw: str) -> Any:
@@ -936,7 +938,7 @@ def _policy_value(name: str, raw: str) -> Any:
     parses, else the text (secrets=refuse, expire_after=30d)."""
     if raw.lower() in ("none", "off", "null") and name != "secrets":
         return None
-    if name == "expire_after":
+    if name in DURATIONS:
         return raw
     try:
         return json.loads(raw)

@@ -19,6 +19,8 @@ from vaultmem.errors import VaultError
 SECRET_MODES = ("off", "redact", "refuse")
 DEFAULT_MAX_FILE_BYTES = 102_400
 
+DURATIONS = ("expire_after", "sync_every")  # fields written as 30d, 12h, 60s
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)?\s*", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -73,6 +75,8 @@ class Policy:
     max_vault_bytes: int | None = None
     max_files: int | None = None
     expire_after: int | None = None
+    sync_remote: str | None = None
+    sync_every: int | None = None
 
     def __post_init__(self) -> None:
         if self.secrets not in SECRET_MODES:
@@ -87,6 +91,13 @@ class Policy:
         _limit("max_vault_bytes", self.max_vault_bytes, optional=True)
         _limit("max_files", self.max_files, optional=True)
         _limit("expire_after", self.expire_after, optional=True)
+        if self.sync_remote is not None and (
+            not isinstance(self.sync_remote, str) or not _REMOTE_NAME.fullmatch(self.sync_remote)
+        ):
+            raise VaultError(
+                "Error: sync_remote must be the name of a remote (letters, digits, '.', '_', '-') or null."
+            )
+        _limit("sync_every", self.sync_every, optional=True)
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
@@ -100,6 +111,8 @@ class Policy:
             "max_vault_bytes": self.max_vault_bytes,
             "max_files": self.max_files,
             "expire_after": self.expire_after,
+            "sync_remote": self.sync_remote,
+            "sync_every": self.sync_every,
         }
 
     @classmethod
@@ -112,10 +125,12 @@ class Policy:
         return cls(**dict(data))
 
     def with_changes(self, changes: Mapping[str, Any]) -> Policy:
-        """This policy with ``changes`` applied (``expire_after`` also takes ``"30d"``)."""
+        """This policy with ``changes`` applied (``expire_after`` and
+        ``sync_every`` also take ``"30d"``, ``"60s"``)."""
         merged = {**self.to_dict(), **dict(changes)}
-        if isinstance(merged.get("expire_after"), (str, timedelta)):
-            merged["expire_after"] = parse_duration(merged["expire_after"])
+        for name in DURATIONS:
+            if isinstance(merged.get(name), (str, timedelta)):
+                merged[name] = parse_duration(merged[name])
         return Policy.from_dict(merged)
 
     def changed_fields(self, other: Policy) -> list[str]:

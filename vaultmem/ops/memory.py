@@ -20,6 +20,7 @@ from vaultmem.core.values import is_int
 from vaultmem.errors import CommandError, InvalidPathError, VaultError
 from vaultmem.git.snapshot import Listed, Snapshot
 from vaultmem.ops.autosync import AutoSync
+from vaultmem.ops.autosync import log as sync_log
 from vaultmem.ops.guard import Guard
 from vaultmem.repo.store import Change, Store
 
@@ -141,6 +142,19 @@ class MemoryCommands:
         self.guard = Guard(vault, policy, detectors, max_file_bytes)
         self.view_cap = view_cap
         # Automatic sync with a git server (docs/sync.md): pulls now, pushes after each mutation.
+        # Without sync=, the policy's sync_remote (and sync_every) says whether, and with which remote.
+        if sync is None:
+            policy_now = self.guard.policy()
+            sync = policy_now.sync_remote
+            if sync_every is None:
+                sync_every = policy_now.sync_every
+            if sync is not None and not any(r.name == sync for r in vault.remotes):
+                sync_log.warning(
+                    "vaultmem: the policy asks for automatic sync with %r, which this clone has no remote "
+                    "for; the memory works locally (add the remote to sync)",
+                    sync,
+                )
+                sync = None
         self.autosync = AutoSync(vault, sync, sync_every, actor) if sync is not None else None
         self._handlers: dict[str, Callable[[dict[str, Any]], str]] = {
             "view": self.view,

@@ -21,6 +21,9 @@ Fields (all optional; the defaults change nothing about the tool contract):
 ``max_files``       number of files (default: no limit)
 ``expire_after``    seconds a file may go unread before automatic expiry
                     deletes it (default: never; ``vaultmem expire`` works anyway)
+``sync_remote``     the remote every memory tool on this vault keeps in step
+                    with (automatic sync, docs/sync.md; default: none)
+``sync_every``      seconds between the background pulls of that sync
 """
 
 from __future__ import annotations
