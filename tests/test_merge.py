@@ -619,3 +619,18 @@ def test_the_policy_turns_automatic_sync_on_for_every_tool(
         lonely.call({"command": "create", "path": "/memories/x.md", "file_text": "x\n"})
     with pytest.raises(VaultError, match="sync_remote must be the name of a remote"):
         a.vault.set_policy(actor="ops", sync_remote="../../etc")
+
+
+def test_which_remotes_are_on_this_machine() -> None:
+    from vaultmem.repo.remotes import local_path
+
+    assert local_path("/srv/vault.git") == Path("/srv/vault.git")
+    assert local_path("./server.git") == Path("server.git")
+    assert local_path("file:///srv/my%20vault.git") == Path("/srv/my vault.git")
+    for url in (
+        "git@github.com:acme/memory.git",
+        "ssh://vault-host/srv/memory.git",
+        "https://gitlab.example/acme/memory.git",
+        "git://127.0.0.1/memory.git",
+    ):
+        assert local_path(url) is None, url
