@@ -634,3 +634,18 @@ def test_which_remotes_are_on_this_machine() -> None:
         "git://127.0.0.1/memory.git",
     ):
         assert local_path(url) is None, url
+
+
+def test_a_pull_recovers_when_git_dropped_what_a_fetch_brought(pair: tuple[Path, str, Host, Host]) -> None:
+    """`git repack -ad` between libgit2 writing a fetched pack and the tracking
+    ref naming it drops that pack: the tracking ref then names a commit the
+    vault lacks, and a fetch would tell the server it has it."""
+    remote, _, a, b = pair
+    a.create("/memories/late.md", "late\n")
+    a.vault.push()
+    server_main = git(remote, "rev-parse", "main").strip()
+    tracking = b.vault.path / "refs" / "remotes" / "origin" / "main"
+    tracking.write_text(server_main + "\n")  # what the repack left: a ref to objects that are gone
+    moved = b.vault.pull()
+    assert moved.moved["main"][1] == server_main
+    assert b.vault.read("/memories/late.md") == "late\n" and b.vault.verify().ok

@@ -225,13 +225,33 @@ def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], Non
     held when this vault last synced with it."""
     remote = _remote(repo, name)
     specs = [f"+{ref}:{tracking(name, ref)}" for ref in BRANCHES]
-    try:
-        remote.fetch(specs, callbacks=_Callbacks(progress))
-    except (pygit2.GitError, OSError) as err:
-        raise _transport_error(name, err) from err
+    for attempt in range(2):
+        try:
+            remote.fetch(specs, callbacks=_Callbacks(progress))
+        except (pygit2.GitError, OSError) as err:
+            raise _transport_error(name, err) from err
+        # `git repack -ad` run between libgit2 writing the fetched pack and the
+        # tracking ref naming it drops the pack: the ref then names a commit
+        # this vault lacks, and the next fetch would tell the server it has
+        # it.  Such a ref goes, and the fetch runs again.
+        lost = [ref for ref in BRANCHES if _names_missing(repo, tracking(name, ref))]
+        if not lost:
+            break
+        for ref in lost:
+            repo.references.delete(tracking(name, ref))
+        if attempt == 1:
+            raise IntegrityError(
+                f"Error: the objects fetched from the remote {name!r} went missing twice (another program is "
+                "removing them, such as `git repack -ad`); pull again when it has finished. Nothing was changed."
+            )
     problem = witness_problem(repo, name)
     if problem is not None:
         raise IntegrityError(f"Error: {problem}. Nothing was changed; check the server before syncing again.")
+
+
+def _names_missing(repo: pygit2.Repository, ref: str) -> bool:
+    found = repo.references.get(ref)
+    return found is not None and not repo.odb.exists(found.target)
 
 
 # -- the remote as a witness ---------------------------------------------------------------
