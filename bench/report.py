@@ -638,6 +638,8 @@ ELSEWHERE = [
     "- [sync-speed.md](sync-speed.md): push and pull of 1 and 1,000 versions over `file://` and HTTP, a merge of",
     "  two histories that diverged by 100 versions each, and a tool call with automatic sync on and off",
     "  (`python bench/sync.py`).",
+    "- [erasure-speed.md](erasure-speed.md): how fast `find` scans a history, quiet and busy",
+    "  (`python bench/erasure.py`).",
 ]
 
 

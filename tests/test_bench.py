@@ -766,3 +766,14 @@ def test_the_sync_bench_times_push_and_pull_over_each_transport(tmp_path: Path) 
     merged = next(row for row in rows if row and row[0].strip().startswith("merge of 10 + 10"))
     assert float(merged[1]) > 0 and int(merged[2]) == 1 and int(merged[3]) == 1  # the hot line; the shared file
     assert any(row and row[0].strip() == "fast-forward of 10 versions" for row in rows)
+
+
+# -- find speed (bench/erasure.py) -------------------------------------------------------
+
+
+def test_the_erasure_bench_times_find_and_gives_a_verdict(tmp_path: Path) -> None:
+    page = quick_page("erasure.py", "erasure-speed.md", tmp_path)
+    lines = [line for line in page.splitlines() if line.startswith("| quiet")]
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines]
+    assert len(rows) == 1 and float(rows[0][1]) > 0 and rows[0][3] in ("met", "missed")
+    assert "200 versions" in page

@@ -12,6 +12,7 @@ from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.versions import Version
 from vaultmem.ops import expiry, transfer
+from vaultmem.ops import find as finding
 from vaultmem.ops import restore as restoring
 from vaultmem.ops.diff import FileChange, changes, unified
 from vaultmem.repo.store import Change, Entry, Store
@@ -21,6 +22,16 @@ __all__ = ["Change", "Entry", "Vault"]
 
 class Vault(Store):
     """An encrypted, versioned memory in a git repository (docs/api.md)."""
+
+    def find(
+        self, pattern: str, *, regex: bool = False, ignore_case: bool = False, path: str | None = None
+    ) -> list[finding.Match]:
+        """Every file version anywhere in the history (below ``path``) whose
+        decrypted content holds ``pattern`` (a text, or with ``regex`` a
+        regular expression), oldest first: path, the version that wrote it,
+        when, by whom, how many matches, and whether it is the file's content
+        now.  Never the content itself.  See :mod:`vaultmem.ops.find`."""
+        return finding.find(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
 
     def changes(
         self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None

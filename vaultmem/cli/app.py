@@ -133,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     _restore_parser(commands)
     _undo_parser(commands)
     _verify_parser(commands)
+    _find_parser(commands)
     key = _key_parser(commands)
     _key_list_parser(key)
     _key_change_parser(key)
@@ -180,6 +181,7 @@ EXAMPLES = {
     "restore": "vaultmem restore 5ac6c9bb78 --path /memories/policies/refunds.md --actor ops-alice",
     "undo": "vaultmem undo 2 --actor ops-alice",
     "verify": "vaultmem verify --json",
+    "find": "vaultmem find ada@example.com",
     "key list": "vaultmem key list",
     "key change": "vaultmem key change --new-key-file new.key",
     "key rotate": "vaultmem key rotate --reencrypt",
@@ -999,6 +1001,41 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _find_parser(commands: _Commands) -> None:
+    find = commands.add_parser(
+        "find", help="every version of every file, in all of history, whose content matches; never the content"
+    )
+    find.add_argument("pattern", metavar="TEXT", help="the text to look for (a regular expression with --regex)")
+    find.add_argument("--regex", action="store_true", help="TEXT is a Python regular expression")
+    find.add_argument("-i", "--ignore-case", action="store_true", help="match upper and lower case alike")
+    find.add_argument("--path", metavar="PATH", help="only files at or below PATH")
+    _json(find)
+
+
+def _find(vault: Vault, args: argparse.Namespace) -> int:
+    found = vault.find(args.pattern, regex=args.regex, ignore_case=args.ignore_case, path=args.path)
+    if args.json:
+        print_json([match.to_dict() for match in found])
+        return 0
+    if not found:
+        print("No version of any file matches.")
+        return 0
+    rows = [
+        [short(m.version), when(m.time), m.actor, f"{m.count} {'match' if m.count == 1 else 'matches'}", m.path]
+        for m in found
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row, match in zip(rows, found, strict=True):
+        line = "  ".join([*(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)), row[4]])
+        print(line + ("  (current)" if match.current else ""))
+    versions = len({m.version for m in found})
+    print(
+        f"{len(found)} file {'version' if len(found) == 1 else 'versions'} in {versions} "
+        f"{'version' if versions == 1 else 'versions'} of the memory."
+    )
+    return 0
+
+
 def _key_list_parser(key: _Commands) -> None:
     _json(key.add_parser("list", help="the data keys, oldest first"))
 
@@ -1391,6 +1428,7 @@ COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
     "restore": _restore,
     "undo": _undo,
     "verify": _verify,
+    "find": _find,
     "key list": _key_list,
     "key change": _key_change,
     "key rotate": _key_rotate,

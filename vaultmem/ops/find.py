@@ -1,0 +1,132 @@
+"""Find every version of every file, anywhere in the history, whose content
+matches a text or a regular expression: the first step of answering an
+erasure request ("where is this customer's e-mail address?").
+
+Each file version is decrypted and searched once: the history is walked
+oldest first, each commit compared with its parents folder by folder (equal
+folders are skipped unopened), and a file version is reported with the
+version that wrote it.  Results name paths, versions and counts, never the
+content.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pygit2
+
+from vaultmem.core import paths
+from vaultmem.core.paths import MemoryPath
+from vaultmem.errors import VaultError
+from vaultmem.git import objects
+from vaultmem.git.snapshot import Snapshot
+from vaultmem.repo.store import Store
+
+MAX_PATTERN = 10_000  # characters
+
+
+@dataclass(frozen=True)
+class Match:
+    """One file version whose content matches: the file's path, the version
+    (commit) that wrote that content there, when and by whom, how many times
+    it matches, and whether it is still the file's content now."""
+
+    path: str
+    version: str
+    time: datetime
+    actor: str
+    count: int
+    current: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "version": self.version,
+            "time": self.time.isoformat().replace("+00:00", "Z"),
+            "actor": self.actor,
+            "count": self.count,
+            "current": self.current,
+        }
+
+
+def matcher(pattern: str, regex: bool, ignore_case: bool) -> re.Pattern[str]:
+    if not isinstance(pattern, str) or not pattern:
+        raise VaultError("Error: give a non-empty text or regular expression to find.")
+    if len(pattern) > MAX_PATTERN:
+        raise VaultError(f"Error: the pattern is longer than {MAX_PATTERN:,} characters.")
+    try:
+        return re.compile(pattern if regex else re.escape(pattern), re.IGNORECASE if ignore_case else 0)
+    except re.error as err:
+        raise VaultError(f"Error: {pattern!r} is not a regular expression ({err}).") from err
+
+
+def find(
+    store: Store, pattern: str, *, regex: bool = False, ignore_case: bool = False, path: str | None = None
+) -> list[Match]:
+    """Every file version in ``main``'s history (below ``path``, if given)
+    whose decrypted content matches ``pattern`` (a text, or with ``regex`` a
+    Python regular expression), oldest first."""
+    compiled = matcher(pattern, regex, ignore_case)
+    within = paths.parse(path) if path is not None else MemoryPath(())
+    head = store.head()
+    if head is None:
+        return []
+    now = store.snapshot()
+    current = dict(now.files(within))
+    repo = store.repo
+    seen: set[tuple[str, bytes]] = set()
+    found: list[Match] = []
+    walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    for commit in walker:
+        snap = store.snapshot_of(commit)
+        parents = [store.snapshot_of(repo[p].peel(pygit2.Commit)) for p in commit.parent_ids[:1]]
+        before = parents[0] if parents else None
+        for file_path, oid in _new_files(snap, before, within):
+            key = (file_path.text, oid)
+            if key in seen:
+                continue
+            seen.add(key)
+            text = store.keyring.open(file_path.text, snap.read_raw(oid)).decode("utf-8", "replace")
+            count = sum(1 for _ in compiled.finditer(text))
+            if count:
+                found.append(
+                    Match(
+                        path=file_path.text,
+                        version=str(commit.id),
+                        time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
+                        actor=commit.author.name,
+                        count=count,
+                        current=current.get(file_path) == oid,
+                    )
+                )
+    return found
+
+
+def _new_files(snap: Snapshot, before: Snapshot | None, within: MemoryPath) -> Iterator[tuple[MemoryPath, bytes]]:
+    """The files of ``snap`` below ``within`` whose blob differs from ``before``'s."""
+    mine = snap.entry(within) if not within.is_root else _root(snap)
+    theirs = (before.entry(within) if not within.is_root else _root(before)) if before is not None else None
+    if mine is None:
+        return
+    yield from _changed(snap, within, mine, theirs)
+
+
+def _root(snap: Snapshot) -> tuple[int, bytes] | None:
+    return (objects.MODE_TREE, snap.memories_id) if snap.memories_id is not None else None
+
+
+def _changed(
+    snap: Snapshot, path: MemoryPath, mine: tuple[int, bytes], theirs: tuple[int, bytes] | None
+) -> Iterator[tuple[MemoryPath, bytes]]:
+    if mine == theirs:
+        return
+    if mine[0] != objects.MODE_TREE:
+        yield path, mine[1]
+        return
+    entries = snap.trees.get(snap.read_raw, mine[1])
+    old = snap.trees.get(snap.read_raw, theirs[1]) if theirs is not None and theirs[0] == objects.MODE_TREE else {}
+    for name, entry in entries.items():
+        yield from _changed(snap, path.child(name.decode("utf-8")), entry, old.get(name))
