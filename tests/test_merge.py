@@ -6,6 +6,7 @@ auditor sees, processes for hosts where it matters."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pygit2
 import pytest
 from conftest import budget, git
+from githttp import git_http
 
 from vaultmem import ConflictError, Vault, VaultError, VaultMemoryTool, generate_key
 from vaultmem.cli.app import main as cli_main
@@ -293,6 +295,7 @@ def test_cli_pull_prints_and_returns_what_merged(
 HOST = textwrap.dedent(
     """
     import json, random, sys, time
+    from anthropic.lib.tools import ToolError
     from vaultmem import Vault, VaultMemoryTool
     path, key, name, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     vault = Vault.open(path, key=key)
@@ -312,9 +315,16 @@ HOST = textwrap.dedent(
             tool.call({"command": "str_replace", "path": "/memories/shared.md", "old_str": line,
                        "new_str": f"{name}: {n}"})
         elif kind == 2:  # the same line as the other host: conflicts
-            text = vault.read("/memories/hot.md")
-            tool.call({"command": "str_replace", "path": "/memories/hot.md", "old_str": text.rstrip("\\n"),
-                       "new_str": f"{name} {n}"})
+            for attempt in range(20):  # a merge may change the line between the read and the call
+                text = vault.read("/memories/hot.md")
+                try:
+                    tool.call({"command": "str_replace", "path": "/memories/hot.md", "old_str": text.rstrip("\\n"),
+                               "new_str": f"{name} {n}"})
+                    break
+                except ToolError:
+                    continue
+            else:
+                raise SystemExit("hot.md kept changing")
         else:
             tool.call({"command": "insert", "path": f"/memories/{name}/log.md", "insert_line": 0,
                        "insert_text": f"{n}\\n"})
@@ -327,10 +337,24 @@ HOST = textwrap.dedent(
 )
 
 
-def test_two_hosts_writing_with_automatic_sync_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["path", "http"])
+def test_two_hosts_writing_with_automatic_sync_lose_nothing(
+    tmp_path: Path, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = generate_key()
     remote = server(tmp_path / "server.git")
     count = int(budget(240, 120))
+    with contextlib.ExitStack() as stack:
+        url = str(remote)
+        if transport == "http":  # git http-backend behind basic auth on 127.0.0.1
+            base, _ = stack.enter_context(git_http(tmp_path, "agent", "pw-for-agents"))
+            url = f"{base}/{remote.name}"
+            monkeypatch.setenv("VAULTMEM_GIT_USERNAME", "agent")
+            monkeypatch.setenv("VAULTMEM_GIT_PASSWORD", "pw-for-agents")
+        _two_hosts(tmp_path, key, remote, url, count)
+
+
+def _two_hosts(tmp_path: Path, key: str, remote: Path, url: str, count: int) -> None:
     with Vault.init(tmp_path / "a.vault", key=key) as first:
         tool = VaultMemoryTool(first, actor="setup")
         tool.call(
@@ -339,9 +363,9 @@ def test_two_hosts_writing_with_automatic_sync_lose_nothing(tmp_path: Path) -> N
         tool.call({"command": "create", "path": "/memories/hot.md", "file_text": "nobody\n"})
         for name in ("host-a", "host-b"):
             tool.call({"command": "create", "path": f"/memories/{name}/log.md", "file_text": "start\n"})
-        first.add_remote("origin", str(remote))
+        first.add_remote("origin", url)
         first.push()
-    Vault.clone(str(remote), tmp_path / "b.vault", key=key).close()
+    Vault.clone(url, tmp_path / "b.vault", key=key).close()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     hosts = [
         subprocess.Popen(
@@ -649,3 +673,22 @@ def test_a_pull_recovers_when_git_dropped_what_a_fetch_brought(pair: tuple[Path,
     moved = b.vault.pull()
     assert moved.moved["main"][1] == server_main
     assert b.vault.read("/memories/late.md") == "late\n" and b.vault.verify().ok
+
+
+def test_cli_pull_refuses_a_policy_clash_in_cli_words_then_takes_a_side(
+    pair: tuple[Path, str, Host, Host], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, key, a, b = pair
+    a.vault.set_policy(actor="ops-a", max_files=60)
+    a.vault.push()
+    b.vault.set_policy(actor="ops-b", max_files=70)
+    b.vault.close()
+    monkeypatch.setenv("VAULTMEM_KEY", key)
+    assert cli_main(["--vault", str(b.vault.path), "sync"]) == 2
+    err = capsys.readouterr().err
+    assert "max_files" in err and "--policy-from ours" in err and "policy_from" not in err
+    assert cli_main(["--vault", str(b.vault.path), "sync", "--policy-from", "ours", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "vaultmem-policy" in data["pulled"] and "vaultmem-policy" in data["pushed"]
+    with Vault.open(b.vault.path, key=key) as reopened:
+        assert reopened.policy.max_files == 70
