@@ -692,3 +692,22 @@ def test_cli_pull_refuses_a_policy_clash_in_cli_words_then_takes_a_side(
     assert "vaultmem-policy" in data["pulled"] and "vaultmem-policy" in data["pushed"]
     with Vault.open(b.vault.path, key=key) as reopened:
         assert reopened.policy.max_files == 70
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/acme/memory.git",
+        "https://deploy@gitlab.example/acme/memory.git",
+        "http://bot:pw@127.0.0.1:9/memory.git",
+    ],
+)
+def test_an_https_url_with_a_user_name_or_token_is_refused_and_nothing_is_stored(tmp_path: Path, url: str) -> None:
+    with Vault.init(tmp_path / "v.vault", key=generate_key()) as vault:
+        with pytest.raises(VaultError, match=r"VAULTMEM_GIT_USERNAME|password"):
+            vault.add_remote("origin", url)
+        assert vault.remotes == []
+        assert "ghp_" not in (tmp_path / "v.vault" / "config").read_text()
+    with pytest.raises(VaultError):
+        Vault.clone(url, tmp_path / "c.vault", key=generate_key())
+    assert not (tmp_path / "c.vault").exists()

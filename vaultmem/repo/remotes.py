@@ -183,10 +183,19 @@ def check_url(url: str) -> None:
     if not url or any(ord(c) < 32 for c in url):
         raise VaultError("Error: the remote's URL is empty or holds a control character.")
     with contextlib.suppress(ValueError):
-        if urlsplit(url).password:
+        parts = urlsplit(url)
+        if parts.password:
             raise VaultError(
                 "Error: the URL holds a password, which would be stored in the vault's config; give the URL "
                 "without it and let git's credential helper or ssh-agent supply it."
+            )
+        if parts.scheme in ("http", "https") and parts.username:
+            # Hosts take a token in the user name too (https://TOKEN@github.com/...): over http
+            # a user name belongs with the password, in the environment or a credential helper.
+            raise VaultError(
+                "Error: the URL holds a user name, which over https can be a token and would be stored in the "
+                "vault's config; give the URL without it, and the user name in VAULTMEM_GIT_USERNAME or git's "
+                "credential helper."
             )
 
 
