@@ -711,3 +711,27 @@ def test_an_https_url_with_a_user_name_or_token_is_refused_and_nothing_is_stored
     with pytest.raises(VaultError):
         Vault.clone(url, tmp_path / "c.vault", key=generate_key())
     assert not (tmp_path / "c.vault").exists()
+
+
+def test_a_key_change_on_one_clone_and_a_rotation_on_the_other_merge_under_the_new_key(
+    pair: tuple[Path, str, Host, Host],
+) -> None:
+    _, old_key, a, b = pair
+    new_key = generate_key()
+    a.vault.change_key(key=new_key)
+    a.create("/memories/after-change.md", "a\n")
+    a.vault.push()
+    b.vault.rotate_key(actor="ops-b")
+    b.create("/memories/after-rotation.md", "b\n")
+    with pytest.raises(VaultError, match="does not open with this vault's key"):
+        b.vault.pull(actor="host-b")
+    b.vault.pull(actor="host-b", key=new_key)
+    b.vault.push()
+    a.vault.pull()
+    for path in (a.vault.path, b.vault.path):
+        with pytest.raises(VaultError):
+            Vault.open(path, key=old_key)
+        with Vault.open(path, key=new_key) as reopened:
+            assert reopened.read("/memories/after-change.md") == "a\n"
+            assert reopened.read("/memories/after-rotation.md") == "b\n"
+            assert len(reopened.keys()) == 2 and reopened.verify().ok

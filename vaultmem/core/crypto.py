@@ -263,7 +263,12 @@ class Keyring:
                 seen.add(entry["id"])
                 wrapped = entry["wrapped"]
                 if ring.user_key.mac_key != user_key.mac_key:
-                    raw = ring.user_key.fernet.decrypt(wrapped.encode("ascii"))
+                    try:
+                        raw = ring.user_key.fernet.decrypt(wrapped.encode("ascii"))
+                    except InvalidToken as err:
+                        raise WrongKeyError(
+                            f"Error: data key {entry['id']} does not open with its keyring's key."
+                        ) from err
                     wrapped = user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
                 doc["data_keys"].append({"id": entry["id"], "wrapped": wrapped, "created": entry["created"]})
         doc["data_keys"].sort(key=lambda e: (e["created"], e["id"]))

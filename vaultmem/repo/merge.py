@@ -22,7 +22,7 @@ from vaultmem.core.crypto import Keyring
 from vaultmem.core.paths import MemoryPath, parse
 from vaultmem.core.policy import Policy
 from vaultmem.core.versions import format_message, parse_trailers
-from vaultmem.errors import ConflictError, VaultError
+from vaultmem.errors import ConflictError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Layouts, ReadRaw, SizeCache, Snapshot, TreeCache, TreeEditor
 
@@ -177,10 +177,7 @@ def merge_keyrings(ours: Keyring, theirs: Keyring, new_key_given: bool, now: int
     """Both keyrings' data keys in one, wrapped under this vault's user key,
     or under the new key given for the pull (a key change on the other clone)."""
     target = theirs if new_key_given else ours
-    try:
-        return Keyring.union([ours, theirs], target.user_key, dict(target.protector), now)
-    except Exception as err:  # an entry that does not unwrap under its own ring's key
-        raise VaultError(f"Error: the two keyrings cannot be merged ({err}). Nothing was changed.") from err
+    return Keyring.union([ours, theirs], target.user_key, dict(target.protector), now)
 
 
 def merge_policies(base: Policy, ours: Policy, theirs: Policy, prefer: str | None) -> tuple[Policy, list[str]]:
