@@ -113,6 +113,34 @@ def test_find_on_the_command_line(
     assert "prefers" not in "\n".join(lines)
     assert cli_main(["--vault", str(tmp_path / "v.vault"), "find", "--json", "-i", "PREFERS POST"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [(d["path"], d["count"], d["current"]) for d in data] == [("/memories/a.md", 1, True)]
+    assert [(d["path"], d["count"], d["current"], d["in_name"]) for d in data] == [("/memories/a.md", 1, True, False)]
     assert cli_main(["--vault", str(tmp_path / "v.vault"), "find", "nobody"]) == 0
     assert capsys.readouterr().out == "No version of any file matches.\n"
+
+
+@pytest.mark.parametrize("hiding", ["shallow", "info/grafts"])
+def test_find_reads_past_a_file_that_hides_earlier_versions(vault: Vault, hiding: str) -> None:
+    """git honours `shallow` and `info/grafts` and would show a history without
+    the versions they hide; an erasure request must reach those versions too."""
+    head = str(vault.head())
+    (vault.path / hiding).write_text(head + "\n")  # git now shows main as one version
+    assert (
+        subprocess.run(
+            ["git", "-C", str(vault.path), "rev-list", "--count", "main"], capture_output=True, text=True
+        ).stdout.strip()
+        == "1"
+    )
+    assert [m.path for m in vault.find(EMAIL)] == [
+        "/memories/customers/ada.md",
+        "/memories/customers/ada.md",
+        "/memories/notes.md",
+        "/memories/clients/ada.md",
+    ]
+
+
+def test_a_name_that_holds_the_text_is_found_too(vault: Vault) -> None:
+    call(vault, command="create", path="/memories/clients/ada_lovelace.md", file_text="prefers post\n")
+    found = [m for m in vault.find("lovelace", ignore_case=True) if m.in_name]
+    assert [(m.path, m.count, m.current) for m in found] == [("/memories/clients/ada_lovelace.md", 0, True)]
+    both = [m for m in vault.find("ada", path="/memories/clients") if m.in_name and m.count]
+    assert {m.path for m in both} == {"/memories/clients/ada.md"}

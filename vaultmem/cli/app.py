@@ -1027,7 +1027,8 @@ def _find(vault: Vault, args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row, match in zip(rows, found, strict=True):
         line = "  ".join([*(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)), row[4]])
-        print(line + ("  (current)" if match.current else ""))
+        notes = [note for note, flag in (("current", match.current), ("in the name", match.in_name)) if flag]
+        print(line + (f"  ({', '.join(notes)})" if notes else ""))
     versions = len({m.version for m in found})
     print(
         f"{len(found)} file {'version' if len(found) == 1 else 'versions'} in {versions} "

@@ -30,9 +30,11 @@ MAX_PATTERN = 10_000  # characters
 
 @dataclass(frozen=True)
 class Match:
-    """One file version whose content matches: the file's path, the version
-    (commit) that wrote that content there, when and by whom, how many times
-    it matches, and whether it is still the file's content now."""
+    """One file version that matches: the file's path, the version (commit)
+    that wrote that content there, when and by whom, how many times its
+    content matches, whether its path matches too (names are personal data:
+    ``/memories/customers/ada_lovelace.md``), and whether it is still the
+    file's content now."""
 
     path: str
     version: str
@@ -40,6 +42,7 @@ class Match:
     actor: str
     count: int
     current: bool
+    in_name: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -49,6 +52,7 @@ class Match:
             "actor": self.actor,
             "count": self.count,
             "current": self.current,
+            "in_name": self.in_name,
         }
 
 
@@ -67,8 +71,8 @@ def find(
     store: Store, pattern: str, *, regex: bool = False, ignore_case: bool = False, path: str | None = None
 ) -> list[Match]:
     """Every file version in ``main``'s history (below ``path``, if given)
-    whose decrypted content matches ``pattern`` (a text, or with ``regex`` a
-    Python regular expression), oldest first."""
+    whose decrypted content or whose path matches ``pattern`` (a text, or
+    with ``regex`` a Python regular expression), oldest first."""
     compiled = matcher(pattern, regex, ignore_case)
     within = paths.parse(path) if path is not None else MemoryPath(())
     head = store.head()
@@ -91,7 +95,8 @@ def find(
             seen.add(key)
             text = store.keyring.open(file_path.text, snap.read_raw(oid)).decode("utf-8", "replace")
             count = sum(1 for _ in compiled.finditer(text))
-            if count:
+            in_name = compiled.search(file_path.text) is not None
+            if count or in_name:
                 found.append(
                     Match(
                         path=file_path.text,
@@ -100,6 +105,7 @@ def find(
                         actor=commit.author.name,
                         count=count,
                         current=current.get(file_path) == oid,
+                        in_name=in_name,
                     )
                 )
     return found
