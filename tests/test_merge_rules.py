@@ -189,3 +189,30 @@ def test_both_hosts_make_the_same_merge(base: dict[str, str], ours: dict[str, st
         for path, take in swapped.files.items()
     }
     assert mine == theirs_view
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(LISTING, LISTING, LISTING, st.sets(NAMES, max_size=3), st.booleans())
+def test_renames_on_either_side_lose_nothing(
+    base: dict[str, str], ours: dict[str, str], theirs: dict[str, str], moved: set[str], on_ours: bool
+) -> None:
+    """One side renamed some files of the ancestor (into /memories/moved/...):
+    every version either side holds is still somewhere, merged or whole."""
+    renames = {p: M + "moved/" + p.removeprefix(M).replace("/", "-") for p in moved if p in base}
+    mover = ours if on_ours else theirs
+    for old, new in renames.items():
+        if old in mover:
+            mover[new] = mover.pop(old)
+    kwargs = {"ours_renames": renames} if on_ours else {"theirs_renames": renames}
+    files, result = run(base, ours, theirs, **kwargs)  # type: ignore[arg-type]
+    kept = set(files.values())
+    back = {new: old for old, new in renames.items()}
+    for mine in (ours, theirs):
+        for path, text in mine.items():
+            if base.get(back.get(path, path)) == text:
+                continue  # unchanged since the ancestor: the other side's change wins
+            if any(merged in (path, renames.get(path)) for merged in result.merged):
+                continue
+            assert text in kept, (path, text, files)
+    for path in files:
+        assert not any(other.startswith(path + "/") for other in files)

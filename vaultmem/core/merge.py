@@ -172,7 +172,7 @@ class _Merger:
                 self.result.renamed.append((path, at[left]))
             return [_Placed(at[left], Take(left, at[left]), left)]
         # Present on both sides: the content first, then where it lands.
-        if not changed["theirs"] or (not changed["ours"] and not renamed["ours"]):
+        if not changed["theirs"] or not changed["ours"]:  # a rename counts as a change
             source: TipSide = "ours" if not changed["theirs"] else "theirs"
             takes: list[tuple[Take, TipSide]] = [(Take(source, at[source]), source)]
         elif self.same(("ours", at["ours"]), ("theirs", at["theirs"])):
