@@ -604,7 +604,15 @@ def test_a_push_killed_before_its_branch_moved_leaves_the_server_as_it_was(tmp_p
         stale.mkdir(parents=True)
         (stale / "main").write_text(str(first.head()) + "\n")
         (stale / "locking-main").write_text(str(first.head()) + "\n")
-        lock.write_text(str(first.head()) + "\n")
+        lock.unlink()
+        lock.write_text(str(first.head()) + "\n")  # the same id, but not that push's file: someone else's
+        with pytest.raises(ConflictError, match="another program is updating main"):
+            first.push()
+        assert not stale.exists()  # the dead push's refs went; the lock was not its own, so it stayed
+        lock.unlink()
+        stale.mkdir(parents=True)
+        (stale / "locking-main").write_text(str(first.head()) + "\n")
+        os.link(stale / "locking-main", lock)  # the killed push's own lock: a second name of its file
         first.push()
         assert git(remote, "rev-parse", "main").strip() == str(first.head())
         assert not (remote / "refs" / "vaultmem-incoming").exists()

@@ -27,7 +27,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -400,10 +399,12 @@ def _push_local(
         _send(repo, name, [f"{ref}:{staged[ref]}" for ref, _, _ in moves], progress)
         durable.sync_filesystem(server)  # the objects, before a ref names them
         for ref, old, new in moves:
-            # Says which lock this push is about to take, so that if it is
-            # killed holding it, the next push from this machine knows it for its own.
-            (token / f"{LOCKING}{short_name(ref)}").write_text(f"{new}\n", encoding="ascii")
-            _move_server_ref(name, server, ref, old, new)
+            # The lock's content, made and synced first; the lock is then a
+            # second name of this file, so a push killed holding it leaves a
+            # lock the next push from this machine can prove its own.
+            made = token / f"{LOCKING}{short_name(ref)}"
+            _write_synced(made, f"{new}\n".encode("ascii"))
+            _move_server_ref(name, server, ref, old, made)
     finally:
         _remove_incoming(token)
 
@@ -439,22 +440,21 @@ def _clear_stale_incoming(server: Path) -> None:
             _remove_incoming(Path(entry.path))
 
 
-def _clear_own_lock(lock: Path, note: str) -> None:
-    """Remove ``lock`` if the killed push that wrote ``note`` left it: it holds
-    the id the note names, or nothing (killed between making and writing it)
-    and is older than any git command takes to write one."""
-    try:
-        meant = Path(note).read_bytes()
-        held = lock.read_bytes()
-        age = time.time() - lock.stat().st_mtime
-    except OSError:
-        return
-    if held == meant or (not held and age > STALE_EMPTY_LOCK):
-        with contextlib.suppress(OSError):
+def _clear_own_lock(lock: Path, made: str) -> None:
+    """Remove ``lock`` if it is the killed push's own: another name of the
+    file that push made for it (any other lock, git's included, stays)."""
+    with contextlib.suppress(OSError):
+        if os.path.samefile(lock, made):
             lock.unlink()
 
 
-STALE_EMPTY_LOCK = 10.0  # seconds
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _alive(pid: int) -> bool:
@@ -467,15 +467,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _move_server_ref(name: str, server: Path, ref: str, old: pygit2.Oid | None, new: pygit2.Oid) -> None:
-    """Move ``ref`` in the repository ``server`` from ``old`` to ``new`` as
-    git does: its ``.lock`` file taken exclusively, the ref re-read under it,
-    the new id written, synced and renamed into place."""
+def _move_server_ref(name: str, server: Path, ref: str, old: pygit2.Oid | None, made: Path) -> None:
+    """Move ``ref`` in the repository ``server`` from ``old`` to the id in
+    ``made`` (a synced file) as git does: its ``.lock`` taken exclusively (a
+    hard link to ``made``: the lock is whole from its first instant), the ref
+    re-read under it, then the lock renamed into place."""
     path = server / ref
     lock = path.with_name(path.name + ".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        os.link(made, lock)
     except FileExistsError:
         raise ConflictError(
             f"Error: another program is updating {short_name(ref)} on the remote {name!r}; pull, then push again."
@@ -493,15 +494,9 @@ def _move_server_ref(name: str, server: Path, ref: str, old: pygit2.Oid | None, 
                 f"Error: the remote {name!r} received other versions of {short_name(ref)} during this push; "
                 "pull first. Nothing was pushed."
             )
-        os.write(fd, f"{new}\n".encode("ascii"))
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
         os.rename(lock, path)
         durable.sync_dir(path.parent)
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(lock)
         raise
