@@ -261,3 +261,76 @@ def test_an_init_refused_on_a_full_disk_leaves_the_folder_as_it_was(small_disk: 
                 path.mkdir()
         (small_disk / "filler").unlink()
     assert refused >= 3  # the small leaves must have been refused
+
+
+@pytest.mark.parametrize("leave", [0, 64 << 10, 96 << 10, 128 << 10, 160 << 10, 192 << 10, 256 << 10])
+def test_a_merging_pull_on_a_full_disk_changes_nothing_or_lands_whole(
+    small_disk: Path, tmp_path: Path, leave: int
+) -> None:
+    """Issue 16: a pull that must merge, on a disk that fills up along the way
+    (the fetch, the merge's pack, the journal): a vaultmem error and `main`
+    as it was, or the whole merge; once space is back, the pull completes."""
+    key = generate_key()
+    server = tmp_path / "server.git"
+    subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(server)], check=True)
+    with Vault.init(tmp_path / "a.vault", key=key) as a:
+        tool = VaultMemoryTool(a, actor="a")
+        tool.call({"command": "create", "path": "/memories/shared.md", "file_text": "one\n\ntwo\n"})
+        a.add_remote("origin", str(server))
+        a.push()
+        b = Vault.clone(str(server), small_disk / "b.vault", key=key)
+        for n in range(40):
+            tool.call({"command": "create", "path": f"/memories/a/{n}.md", "file_text": text_of(2000, n)})
+        tool.call({"command": "str_replace", "path": "/memories/shared.md", "old_str": "one", "new_str": "ONE"})
+        a.push()
+    b_tool = VaultMemoryTool(b, actor="b")
+    b_tool.call({"command": "str_replace", "path": "/memories/shared.md", "old_str": "two", "new_str": "TWO"})
+    before = rev(b.path, "refs/heads/main")
+    fill(small_disk, leave)
+    try:
+        b.pull(actor="b")
+        landed = True
+    except VaultError as err:
+        assert str(err).startswith("Error:") and "cannot reach" not in str(err), str(err)
+        landed = False
+    except OSError as err:
+        pytest.fail(f"the pull raised a raw {type(err).__name__}: {err}")
+    if not landed:
+        assert rev(b.path, "refs/heads/main") == before
+    (small_disk / "filler").unlink()
+    b.close()
+    with Vault.open(small_disk / "b.vault", key=key) as reopened:
+        reopened.pull(actor="b")
+        assert reopened.read("/memories/shared.md") == "ONE\n\nTWO\n"
+        assert len(reopened.listing("/memories/a")) == 40
+        assert reopened.verify().ok
+    fsck_strict(small_disk / "b.vault")
+
+
+def test_a_push_that_landed_is_reported_as_landed_even_if_this_disk_fills_after_it(
+    small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server took the push; then the fetch that updates this vault's
+    tracking refs finds the disk full.  The push is reported as done (it is),
+    not as "nothing was changed"."""
+    from vaultmem.repo import remotes
+
+    key = generate_key()
+    server = tmp_path / "server.git"
+    subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(server)], check=True)
+    vault = Vault.init(small_disk / "v.vault", key=key)
+    VaultMemoryTool(vault, actor="a").call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    vault.add_remote("origin", str(server))
+    real_send = remotes._push_local
+
+    def send_then_fill(*args: Any, **kwargs: Any) -> None:
+        real_send(*args, **kwargs)
+        fill(small_disk, 0)
+
+    monkeypatch.setattr(remotes, "_push_local", send_then_fill)
+    moved = vault.push()
+    assert moved.moved["main"][1] == str(vault.head()) == rev(server, "refs/heads/main")
+    (small_disk / "filler").unlink()
+    monkeypatch.undo()
+    assert vault.push().moved == {}
+    vault.close()

@@ -21,6 +21,7 @@ branches need it (:func:`relation`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -221,9 +222,17 @@ def _remote(repo: pygit2.Repository, name: str) -> pygit2.Remote:
     raise VaultError(f"Error: the vault has no remote named {name!r}; add one with its URL first.")
 
 
+_LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+_LOCAL_WORDS = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+
+
 def _transport_error(name: str, err: Exception) -> VaultError:
     # libgit2's messages name the URL at most; credentials never reach them.
-    return VaultError(f"Error: cannot reach the remote {name!r}: {err}. Nothing was changed.")
+    text = str(err)
+    if (isinstance(err, OSError) and err.errno in _LOCAL_ERRNOS) or any(words in text for words in _LOCAL_WORDS):
+        # the trouble is on this machine (a full disk, a read-only one), not the way to the server
+        return VaultError(f"Error: the transfer with the remote {name!r} failed here: {text}. Nothing was changed.")
+    return VaultError(f"Error: cannot reach the remote {name!r}: {text}. Nothing was changed.")
 
 
 def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None] | None = None) -> None:
@@ -281,10 +290,14 @@ def witness(repo: pygit2.Repository, name: str) -> str | None:
 
 
 def remember(repo: pygit2.Repository, name: str) -> None:
-    """Record the remote's ``main`` as fetched last as what it is known to hold."""
+    """Record the remote's ``main`` as fetched last as what it is known to
+    hold.  Best effort: when the config cannot be written (a full disk), the
+    witness stays at the version remembered before, which the server still
+    holds too, and the next sync moves it on."""
     theirs = repo.references.get(tracking(name, MAIN_REF))
     if theirs is not None:
-        repo.config[_witness_key(name)] = str(theirs.target)
+        with contextlib.suppress(pygit2.GitError, OSError):
+            repo.config[_witness_key(name)] = str(theirs.target)
 
 
 def witness_problem(repo: pygit2.Repository, name: str) -> str | None:
@@ -345,8 +358,12 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
         _send(repo, name, [f"{ref}:{ref}" for ref, _, _ in moves], progress)
     else:
         _push_local(repo, name, server, moves, progress)
-    fetch(repo, name)  # the tracking refs now say what the server holds
-    remember(repo, name)
+    # The push has landed: the tracking refs now learn what the server holds.
+    # If that fails here (a full disk), the push still stands, and the next
+    # sync's fetch catches up.
+    with contextlib.suppress(VaultError):
+        fetch(repo, name)
+        remember(repo, name)
     return result
 
 
