@@ -743,3 +743,34 @@ def test_a_key_change_on_one_clone_and_a_rotation_on_the_other_merge_under_the_n
             assert reopened.read("/memories/after-change.md") == "a\n"
             assert reopened.read("/memories/after-rotation.md") == "b\n"
             assert len(reopened.keys()) == 2 and reopened.verify().ok
+
+
+def test_a_push_cut_short_leaves_the_server_with_keys_for_all_its_versions(
+    pair: tuple[Path, str, Host, Host], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Branches move one by one; the keyring goes first, so a push stopped
+    between two branches never leaves the server a main sealed with a key
+    its keyring lacks."""
+    from vaultmem.repo import remotes
+
+    remote, key, a, _ = pair
+    a.vault.rotate_key(actor="ops")
+    a.create("/memories/new-key.md", "sealed with the new key\n")
+    real = remotes._move_server_ref
+    calls: list[str] = []
+
+    def first_only(name: str, server: Path, ref: str, *rest: object) -> None:
+        calls.append(ref)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        real(name, server, ref, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(remotes, "_move_server_ref", first_only)
+    with pytest.raises(VaultError, match="failed here"):
+        a.vault.push()
+    assert calls == ["refs/heads/vaultmem-keyring", "refs/heads/main"]
+    with Vault.clone(str(remote), tmp_path / "c.vault", key=key) as c:
+        assert c.verify().ok and len(c.keys()) == 2
+    monkeypatch.undo()
+    a.vault.push()
+    assert git(remote, "rev-parse", "main").strip() == str(a.vault.head())

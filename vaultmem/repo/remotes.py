@@ -47,6 +47,9 @@ from vaultmem.repo.policy import POLICY_REF
 
 MAIN_REF = "refs/heads/main"
 BRANCHES = (MAIN_REF, KEYRING_REF, POLICY_REF)  # everything a vault is: all of it travels
+# A push moves the keyring first and main last: a push cut short leaves the
+# server with keys for every version its main holds, never the other way round.
+PUSH_ORDER = (KEYRING_REF, POLICY_REF, MAIN_REF)
 
 
 @dataclass(frozen=True)
@@ -332,7 +335,7 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
     fetch(repo, name)
     result = Transfer(name)
     moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]] = []
-    for ref in BRANCHES:
+    for ref in PUSH_ORDER:
         local = repo.references.get(ref)
         if local is None:
             continue
@@ -350,6 +353,8 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
         result.moved[short_name(ref)] = (str(old) if old is not None else None, str(local.target))
     if not moves:
         return result
+    order = [short_name(ref) for ref in BRANCHES]  # reported main first, as everywhere
+    result.moved = dict(sorted(result.moved.items(), key=lambda item: order.index(item[0])))
     remote = _remote(repo, name)
     server = local_path(remote.url or "")
     if server is None:
@@ -414,6 +419,15 @@ def _push_local(
     staged = {ref: f"{token.relative_to(server)}/{short_name(ref)}" for ref, _, _ in moves}
     try:
         _send(repo, name, [f"{ref}:{staged[ref]}" for ref, _, _ in moves], progress)
+        _move_branches(name, server, token, moves)
+    finally:
+        _remove_incoming(token)
+
+
+def _move_branches(
+    name: str, server: Path, token: Path, moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]]
+) -> None:
+    try:
         durable.sync_filesystem(server)  # the objects, before a ref names them
         for ref, old, new in moves:
             # The lock's content, made and synced first; the lock is then a
@@ -422,8 +436,8 @@ def _push_local(
             made = token / f"{LOCKING}{short_name(ref)}"
             _write_synced(made, f"{new}\n".encode("ascii"))
             _move_server_ref(name, server, ref, old, made)
-    finally:
-        _remove_incoming(token)
+    except OSError as err:
+        raise _transport_error(name, err) from err
 
 
 LOCKING = "locking-"
