@@ -63,3 +63,6 @@ def test_a_damaged_version_is_an_integrity_error_for_read_at_and_undo(
         reader.read("/memories/a.txt", at=versions[0])
     with pytest.raises(IntegrityError):
         reader.undo(3)
+    first = git(vault_path, "log", "-1", "--format=%aI", versions[0], check=False).strip() or "2026-01-01T00:00:00Z"
+    with pytest.raises(IntegrityError):  # a time walks the first parents past the damaged version
+        Vault.open(vault_path, key=key).read("/memories/a.txt", at=first)

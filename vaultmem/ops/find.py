@@ -86,8 +86,9 @@ def find(
     walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
     for commit in walker:
         snap = store.snapshot_of(commit)
-        parents = [store.snapshot_of(repo[p].peel(pygit2.Commit)) for p in commit.parent_ids[:1]]
-        before = parents[0] if parents else None
+        # Against the first parent: what a merge took whole from its other side
+        # was found, with the version that wrote it, when that side was walked.
+        before = store.snapshot_of(repo[commit.parent_ids[0]].peel(pygit2.Commit)) if commit.parent_ids else None
         for file_path, oid in _new_files(snap, before, within):
             key = (file_path.text, oid)
             if key in seen:

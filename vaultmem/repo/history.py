@@ -220,14 +220,24 @@ def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
         yield from raw_commits(repo, rest)
 
 
-def first_parents(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[RawCommit]:
+def first_parents(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
     """``head`` and its first parents, newest first: main as this vault held
-    it (a merge's first parent is the side that made the merge)."""
+    it (a merge's first parent is the side that made the merge).  libgit2
+    walks them, unless a shallow or grafts file would make it show other
+    parents than the commits record."""
     oid: pygit2.Oid | None = head
+    if not hiding_files(repo):
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):  # damage: read on raw, which names it
+            walker = repo.walk(head, pygit2.enums.SortMode.NONE)
+            walker.simplify_first_parent()
+            for commit in walker:
+                yield commit
+                oid = commit.parent_ids[0] if commit.parent_ids else None
+            return
     while oid is not None:
-        commit = read_commit(repo, oid)
-        yield commit
-        oid = commit.parent_ids[0] if commit.parent_ids else None
+        raw = read_commit(repo, oid)
+        yield raw
+        oid = raw.parent_ids[0] if raw.parent_ids else None
 
 
 # -- times ---------------------------------------------------------------------
@@ -305,8 +315,7 @@ def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterato
             if _may_touch(commit.message, here.text) and touches(repo, commit, here):
                 version = Version.from_commit(commit)
                 before = _before_rename(version, here)
-            recorded = commit if isinstance(commit, RawCommit) else read_commit(repo, commit.id)
-            parents = recorded.parent_ids
+            parents = commit.parent_ids  # libgit2's are the recorded ones: commits() reads raw where they may differ
             for parent in parents:
                 named = _in_parent(repo, commit, parent, before) if len(parents) > 1 else before
                 at_commit.setdefault(parent.raw, named)

@@ -52,7 +52,7 @@ from vaultmem.repo import keys
 from vaultmem.repo import merge as merging
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
-from vaultmem.repo.history import first_parents, read_commit, walk
+from vaultmem.repo.history import first_parents, hiding_files, read_commit, walk
 from vaultmem.repo.keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
@@ -417,6 +417,19 @@ class Store:
     def _walk_since(self, head: pygit2.Oid, tip: bytes | None, known: set[bytes]) -> tuple[set[bytes], bool]:
         """The commits ``head`` reaches through the parents they record,
         stopping at ``tip`` and the ids in ``known``; and whether ``tip`` was reached."""
+        repo = self.repo
+        if not hiding_files(repo):  # libgit2's walk: the recorded parents, at C speed
+            try:
+                reached = tip is None or repo.descendant_of(head, pygit2.Oid(raw=tip))
+            except (KeyError, ValueError, pygit2.GitError):
+                reached = False  # the walked tip is gone: walk all of it
+            try:
+                walker = repo.walk(head, pygit2.enums.SortMode.NONE)
+                if reached and tip is not None:
+                    walker.hide(pygit2.Oid(raw=tip))
+                return {commit.id.raw for commit in walker}, reached
+            except (KeyError, ValueError, pygit2.GitError):
+                pass  # a damaged commit: the raw walk below names it (IntegrityError)
         fresh: set[bytes] = set()
         reached = tip is None
         stack = [head]
@@ -873,8 +886,9 @@ class Store:
                 main_merge = merging.build_main_merge(
                     repo, self._read_raw, self._trees, self._layouts, keyring, local, theirs, remote, actor, now
                 )
-            if steps or ring_step == "merge":
-                durable.sync_filesystem(self.path)  # the fetched objects, before any ref names them
+            if main_merge is not None or policy_merge is not None or ring_step == "merge":
+                # the fetched objects, before a merge commit names them (advance syncs for itself)
+                durable.sync_filesystem(self.path)
             # The keyring first: the versions that follow may use its data keys.
             if ring_step == "advance":
                 assert their_ring is not None
