@@ -1,8 +1,11 @@
-"""How fast `find` scans a history: the first step of an erasure request.
+"""What erasure costs: how fast `find` scans a history (the first step of an
+erasure request), what per-version keys cost the write path, and how long
+`forget` takes on a long history.
 
     python bench/erasure.py [--runs 5] [--out docs]    # writes docs/erasure-speed.md
-    python bench/erasure.py --quick --out /tmp/x        # a small history, one run: for the tests
+    python bench/erasure.py --quick --out /tmp/x        # small and one run: for the tests
 
+**find.**
 A vault gets VERSIONS versions, each writing a new 10 KB version of one of 100
 files (so every version is a file version `find` must decrypt and search);
 then `vault.find` looks for a text that is nowhere, which makes it read
@@ -11,6 +14,19 @@ wall time (time.perf_counter), the median of ``--runs`` runs with the spread
 beside it, on a quiet disk and on a busy one (another process appending 1-4 MB
 chunks and fsyncing each, 64 MB/s asked, as in benchmarks.md), in one run.
 Target (issue 17): at least 20 MB/s.
+
+**The write path.** Two vaults, one in storage format 1 (data keys shared by
+many versions) and one in format 2 (a key per version, derived from the
+epoch's key tree), each written by a ``VaultMemoryTool``; each round makes one
+``create`` on each, in alternating order, and the result is the median of the
+per-round ratios (format 2 over format 1) and each side's p50, quiet and busy,
+in one run.  Target: at most 1.10.
+
+**forget.** A vault of ``--commits`` commits (100,000 by default; built once,
+through ``Vault.mutate``), in which one customer's file was written 20 times
+spread over the history; ``vault.forget`` of that path, wall time, including
+its commit, the keyring replaced and the old one removed from the disk.
+Target: under 10 s.
 """
 
 from __future__ import annotations
@@ -18,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -29,7 +46,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from busy import BusyDisk  # noqa: E402
 
-from vaultmem import generate_key  # noqa: E402
+from vaultmem import VaultMemoryTool, generate_key  # noqa: E402
 from vaultmem.core import paths  # noqa: E402
 from vaultmem.repo.store import Change  # noqa: E402
 from vaultmem.vault import Vault  # noqa: E402
@@ -61,29 +78,96 @@ def scan(path: Path, key: str) -> tuple[float, int]:
     return seconds, scanned
 
 
+WRITE_TARGET = 1.10
+FORGET_TARGET = 10.0  # seconds
+
+
+def write_cost(folder: Path, key: str, calls: int) -> tuple[float, float, float]:
+    """(median per-round ratio format 2 / format 1, p50 format 1 µs, p50 format 2 µs)."""
+    tools = {}
+    for fmt in (1, 2):
+        vault = Vault.init(folder / f"f{fmt}.vault", key=key, storage_format=fmt)
+        tools[fmt] = VaultMemoryTool(vault, actor="bench", session="write")
+    times: dict[int, list[float]] = {1: [], 2: []}
+    text = "A customer note of a few lines, the size of a real memory file.\n" * 8
+    for n in range(calls):
+        order = (1, 2) if n % 2 == 0 else (2, 1)
+        for fmt in order:
+            start = time.perf_counter()
+            tools[fmt].call({"command": "create", "path": f"/memories/n{n}.md", "file_text": text})
+            times[fmt].append(time.perf_counter() - start)
+    for tool in tools.values():
+        tool.vault.close()
+    ratios = [b / a for a, b in zip(times[1], times[2], strict=True)]
+    return statistics.median(ratios), statistics.median(times[1]) * 1e6, statistics.median(times[2]) * 1e6
+
+
+def build_long(folder: Path, commits: int, key: str) -> Path:
+    """A vault of ``commits`` commits; /memories/customers/ada.md is written 20 times along it."""
+    path = folder / "long.vault"
+    every = max(1, commits // 20)
+    with Vault.init(path, key=key) as vault:
+        for n in range(commits):
+            if n % every == 0:
+                target = paths.parse("/memories/customers/ada.md")
+                text = f"ada.lovelace@example.com, note {n}\n"
+            else:
+                target = paths.parse(f"/memories/notes/{n % 500}.md")
+                text = f"note {n}\n"
+            change = Change("create", (target,)).write(target, text.encode())
+            vault.mutate(lambda snap, change=change: change, actor="bench", session="build")
+            if commits >= 10_000 and n % 10_000 == 0:
+                print(f"  building: {n:,} / {commits:,} commits", flush=True)
+    return path
+
+
+def forget_time(path: Path, key: str) -> tuple[float, int]:
+    with Vault.open(path, key=key) as vault:
+        start = time.perf_counter()
+        result = vault.forget("/memories/customers/ada.md", reason="bench")
+        return time.perf_counter() - start, len(result.versions)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="runs of each case (default 5)")
     parser.add_argument("--quick", action="store_true", help="200 versions, one run, quiet only: for the tests")
     parser.add_argument("--out", default="docs", help="folder for erasure-speed.md (default: docs)")
+    parser.add_argument("--commits", type=int, default=100_000, help="history of the forget case (default 100,000)")
+    parser.add_argument("--calls", type=int, default=400, help="create calls on each vault (default 400)")
     args = parser.parse_args()
     key = generate_key()
     versions = 200 if args.quick else 4_000
     runs = 1 if args.quick else args.runs
     disks = ("quiet",) if args.quick else ("quiet", "busy")
+    commits = 400 if args.quick else args.commits
+    calls = 40 if args.quick else args.calls
     rates: dict[str, list[float]] = {}
+    writes: dict[str, list[tuple[float, float, float]]] = {}
+    forgets: list[tuple[float, int]] = []
     with tempfile.TemporaryDirectory(prefix="vaultmem-erasure-bench-") as tmp:
         vault = build(Path(tmp), versions, key)
+        long = build_long(Path(tmp), commits, key)
         for disk in disks:
             with contextlib.ExitStack() as stack:
                 if disk == "busy":
                     folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vaultmem-busy-")))
                     stack.enter_context(BusyDisk(folder, rate=64, chunk=(1, 4)))
                 rates[disk] = []
-                for _ in range(runs):
+                writes[disk] = []
+                for run in range(runs):
                     seconds, scanned = scan(vault, key)
                     rates[disk].append(scanned / seconds / 1e6)
-            print(f"{disk} disk: find scans {statistics.median(rates[disk]):.1f} MB/s", flush=True)
+                    place = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"vaultmem-write-{run}-")))
+                    writes[disk].append(write_cost(place, key, calls))
+            ratio = statistics.median(w[0] for w in writes[disk])
+            print(f"{disk} disk: find scans {statistics.median(rates[disk]):.1f} MB/s; writes {ratio:.2f}x", flush=True)
+        for run in range(runs):
+            copy = Path(tmp) / f"forget-{run}.vault"
+            shutil.copytree(long, copy)
+            forgets.append(forget_time(copy, key))
+            shutil.rmtree(copy)
+        print(f"forget across {commits:,} commits: {statistics.median(f[0] for f in forgets):.2f} s", flush=True)
     megabytes = versions * FILE_BYTES / 1e6
     lines = [
         "# Erasure speed",
@@ -104,7 +188,40 @@ def main() -> None:
         spread = f" ({min(got):.1f}-{max(got):.1f})" if len(got) > 1 else ""
         verdict = "met" if statistics.median(got) >= TARGET else "missed"
         lines.append(f"| {disk} | {statistics.median(got):.1f}{spread} | at least {TARGET:.0f} | {verdict} |")
-    lines.append("")
+    lines += [
+        "",
+        "## The write path with per-version keys",
+        "",
+        f"`create` through `VaultMemoryTool`, {calls} calls on each of two vaults (storage format 1 and 2),",
+        "alternating; the median of the per-call ratios, and each side's p50.",
+        "",
+        "| disk | format 2 / format 1 | p50 format 1 (µs) | p50 format 2 (µs) | target | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for disk in disks:
+        got = writes[disk]
+        ratio = statistics.median(w[0] for w in got)
+        spread = f" ({min(w[0] for w in got):.2f}-{max(w[0] for w in got):.2f})" if len(got) > 1 else ""
+        verdict = "met" if ratio <= WRITE_TARGET else "missed"
+        one, two = statistics.median(w[1] for w in got), statistics.median(w[2] for w in got)
+        lines.append(
+            f"| {disk} | {ratio:.2f}{spread} | {one:,.0f} | {two:,.0f} | at most {WRITE_TARGET:.2f} | {verdict} |"
+        )
+    seconds = [f[0] for f in forgets]
+    spread = f" ({min(seconds):.2f}-{max(seconds):.2f})" if len(seconds) > 1 else ""
+    verdict = "met" if statistics.median(seconds) < FORGET_TARGET else "missed"
+    lines += [
+        "",
+        "## forget",
+        "",
+        f"`vault.forget` of one path written {forgets[0][1]} times along a history of {commits:,} commits",
+        "(its commit, the keyring replaced, the old keyring removed from the disk), quiet disk.",
+        "",
+        "| commits | seconds | target | verdict |",
+        "|---|---|---|---|",
+        f"| {commits:,} | {statistics.median(seconds):.2f}{spread} | under {FORGET_TARGET:.0f} | {verdict} |",
+        "",
+    ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "erasure-speed.md").write_text("\n".join(lines), encoding="utf-8")

@@ -185,17 +185,17 @@ def test_tree_shows_plain_file_names_under_memories(vault_path: Path, session: d
 # -- the blob format -----------------------------------------------------------
 
 
-def test_blob_header_names_format_key_id_and_plaintext_length(vault: Vault, vault_path: Path, call) -> None:
+def test_blob_header_names_format_key_id_nonce_and_plaintext_length(vault: Vault, vault_path: Path, call) -> None:
     text = "héllo wörld\n✓\n"  # multi-byte: the header counts UTF-8 bytes, not characters
     call(command="create", path="/memories/a.txt", file_text=text)
     raw = subprocess.run(
         ["git", "-C", str(vault_path), "cat-file", "blob", "main:memories/a.txt"], capture_output=True, check=True
     ).stdout
     header, _, token = raw.partition(b"\n")
-    match = re.fullmatch(rb"vaultmem-blob 1 (\S+) (\d+)", header)
+    match = re.fullmatch(rb"vaultmem-blob 2 (\S+) ([0-9a-f]{16}) (\d+)", header)
     assert match, header
-    assert match.group(1).decode() == vault.keyring.active.id
-    assert int(match.group(2)) == len(text.encode("utf-8"))
+    assert match.group(1).decode() == vault.keyring.active.id  # the epoch whose key tree holds this version's key
+    assert int(match.group(3)) == len(text.encode("utf-8"))
     assert token.startswith(b"gAAAAA")  # a Fernet token, version byte 0x80
     assert text.encode("utf-8") not in raw
 
@@ -321,7 +321,11 @@ def test_keyring_blob_is_json_with_only_wrapped_keys(vault: Vault, vault_path: P
             check=True,
         ).stdout
     )
-    assert [set(entry) for entry in doc["data_keys"]] == [{"id", "wrapped", "created"}]
+    assert doc["data_keys"] == []  # format 1's shared data keys: none in a new vault
+    assert [set(entry) for entry in doc["epochs"]] == [{"id", "seal", "cover", "created"}]
+    for entry in doc["epochs"]:  # the seal key and the key tree, each wrapped: a Fernet token
+        assert entry["seal"].startswith("gAAAAA") and entry["cover"].startswith("gAAAAA")
+    assert doc["erased"] == {}
     assert key not in str(doc)
 
 

@@ -758,9 +758,14 @@ def test_the_startup_bench_writes_a_row_per_command_with_its_verdict(tmp_path: P
 def test_the_sync_bench_times_push_and_pull_over_each_transport(tmp_path: Path) -> None:
     page = quick_page("sync.py", "sync-speed.md", tmp_path)
     rows = [line.split("|")[1:-1] for line in page.splitlines()]
-    timed = [[cell.strip() for cell in row] for row in rows if row and row[1].strip() in ("1", "20")]
+    transports = ("file://", "http:// (basic auth)")
+    timed = [
+        [cell.strip() for cell in row]
+        for row in rows
+        if len(row) > 1 and row[0].strip() in transports and row[1].strip() in ("1", "20")
+    ]
     assert {(row[0], row[1]) for row in timed} == {
-        (transport, count) for transport in ("file://", "http:// (basic auth)") for count in ("1", "20")
+        (transport, count) for transport in transports for count in ("1", "20")
     }
     assert all(float(row[2].replace(",", "")) > 0 and float(row[3].replace(",", "")) > 0 for row in timed)
     merged = next(row for row in rows if row and row[0].strip().startswith("merge of 10 + 10"))
@@ -771,9 +776,14 @@ def test_the_sync_bench_times_push_and_pull_over_each_transport(tmp_path: Path) 
 # -- find speed (bench/erasure.py) -------------------------------------------------------
 
 
-def test_the_erasure_bench_times_find_and_gives_a_verdict(tmp_path: Path) -> None:
+def test_the_erasure_bench_times_find_writes_and_forget_and_gives_verdicts(tmp_path: Path) -> None:
     page = quick_page("erasure.py", "erasure-speed.md", tmp_path)
     lines = [line for line in page.splitlines() if line.startswith("| quiet")]
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines]
-    assert len(rows) == 1 and float(rows[0][1]) > 0 and rows[0][3] in ("met", "missed")
+    find, write = rows  # find's scan, then the write path's ratio
+    assert float(find[1]) > 0 and find[3] in ("met", "missed")
+    assert float(write[1].split()[0]) > 0 and write[-1] in ("met", "missed")
+    assert int(write[2].replace(",", "")) > 0 and int(write[3].replace(",", "")) > 0
     assert "200 versions" in page
+    forget = [line for line in page.splitlines() if line.startswith("| 400 |")]
+    assert len(forget) == 1 and forget[0].split("|")[-2].strip() in ("met", "missed")

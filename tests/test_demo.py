@@ -37,7 +37,7 @@ SECRET_NEEDLES = [
     demo.DRAFT_TEXT,
     "we are sorry your refund is late",
 ]
-HEADER = re.compile(r"vaultmem-blob 1 [0-9a-f]{16} \d+")
+HEADER = re.compile(r"vaultmem-blob 2 [0-9a-f]{16} [0-9a-f]{16} \d+")
 LOG_ROW = re.compile(r"([0-9a-f]{10})  (\S+Z)  (\S+)\s+(\S+)\s+(\S+)\s+(.+)")
 
 # The kept vault's history, newest first: (command, paths, actor, session).

@@ -286,6 +286,7 @@ def test_a_merging_pull_on_a_full_disk_changes_nothing_or_lands_whole(
     b_tool = VaultMemoryTool(b, actor="b")
     b_tool.call({"command": "str_replace", "path": "/memories/shared.md", "old_str": "two", "new_str": "TWO"})
     before = rev(b.path, "refs/heads/main")
+    b.close()  # its upkeep done: nothing frees space behind fill's back
     fill(small_disk, leave)
     try:
         b.pull(actor="b")
@@ -334,3 +335,38 @@ def test_a_push_that_landed_is_reported_as_landed_even_if_this_disk_fills_after_
     monkeypatch.undo()
     assert vault.push().moved == {}
     vault.close()
+
+
+@pytest.mark.parametrize("leave", [0, 4 << 10, 16 << 10, 64 << 10, 256 << 10])
+def test_an_erasure_on_a_full_disk_is_refused_whole_or_finishes_when_space_is_back(
+    small_disk: Path, leave: int
+) -> None:
+    """Issue 17: forget on a disk that fills up along the way (its commit, the
+    new keyring, the journal wiped): a vaultmem error and nothing erased, or
+    the commit recorded and the erasure finished by the next write once space
+    is back; never a raw OSError, never a half-destroyed keyring."""
+    key = generate_key()
+    path = small_disk / "agent.vault"
+    vault = Vault.init(path, key=key)
+    tool = VaultMemoryTool(vault, actor="a")
+    tool.call({"command": "create", "path": "/memories/ada.md", "file_text": "ada@example.com\n"})
+    tool.call({"command": "create", "path": "/memories/other.md", "file_text": "other\n"})
+    vault.close()
+    fill(small_disk, leave)
+    vault = Vault.open(path, key=key)
+    try:
+        vault.forget("/memories/ada.md", reason="GDPR request 4411")
+        done = True
+    except VaultError as err:
+        assert str(err).startswith("Error:") and "Traceback" not in str(err), str(err)
+        done = False
+    (small_disk / "filler").unlink()
+    after = Vault.open(path, key=key)
+    VaultMemoryTool(after, actor="a").call({"command": "create", "path": "/memories/next.md", "file_text": "n\n"})
+    recorded = any(v.command == "forget" for v in after.history())
+    assert done <= recorded  # acknowledged: recorded
+    report = Vault.open(path, key=key).verify()
+    assert report.ok, report.problems
+    assert report.erased == (1 if recorded else 0)
+    assert Vault.open(path, key=key).read("/memories/other.md") == "other\n"
+    subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)

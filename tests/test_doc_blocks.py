@@ -281,5 +281,5 @@ def test_the_keyring_shown_in_docs_format_has_a_real_keyrings_fields(tmp_path: P
         ).stdout
     )
     assert set(example) == set(real)
-    assert set(example["data_keys"][0]) == set(real["data_keys"][0])
+    assert set(example["epochs"][0]) == set(real["epochs"][0])
     assert example["vaultmem_format"] == real["vaultmem_format"]

@@ -226,7 +226,7 @@ def test_clone_of_the_vault_opens_with_the_same_key(tmp_path: Path, vault: Vault
     plain = tmp_path / "checkout"
     subprocess.run(["git", "clone", "-q", str(vault.path), str(plain)], check=True)
     checked_out = (plain / "memories" / "kept.txt").read_bytes()
-    assert checked_out.startswith(b"vaultmem-blob 1 ")
+    assert checked_out.startswith(b"vaultmem-blob 2 ")
     assert b"survives the clone" not in checked_out
     assert git(plain, "rev-parse", "HEAD") == git(vault.path, "rev-parse", "main")
 

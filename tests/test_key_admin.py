@@ -30,7 +30,7 @@ def blob_key_id(vault_path: Path, spec: str) -> str:
         ["git", "-C", str(vault_path), "cat-file", "blob", spec], capture_output=True, check=True
     ).stdout
     header = raw.partition(b"\n")[0].decode("ascii")
-    match = re.fullmatch(r"vaultmem-blob 1 (\S+) (\d+)", header)
+    match = re.fullmatch(r"vaultmem-blob 2 (\S+) [0-9a-f]{16} (\d+)", header)
     assert match, header
     return match.group(1)
 

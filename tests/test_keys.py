@@ -323,9 +323,18 @@ def test_keyring_ref_holds_only_wrapped_keys(used_vault: Vault, vault_path: Path
     assert key.rstrip("=").encode() not in everything
     assert raw_user not in everything
     for data_key in used_vault.keyring.keys.values():
-        raw = base64.urlsafe_b64encode(data_key.fernet._signing_key + data_key.fernet._encryption_key)
-        assert raw not in everything
-        assert raw.rstrip(b"=") not in everything
+        secrets = [data_key.seal_key]
+        if data_key.fernet is not None:  # format 1
+            secrets.append(data_key.fernet._signing_key + data_key.fernet._encryption_key)
+        for secret in secrets:
+            raw = base64.urlsafe_b64encode(secret)
+            assert secret not in everything
+            assert raw not in everything
+            assert raw.rstrip(b"=") not in everything
+    for cover in used_vault.keyring.covers.values():  # format 2: the epochs' key trees
+        for node in cover.values():
+            assert node not in everything
+            assert base64.urlsafe_b64encode(node).rstrip(b"=") not in everything
 
 
 def test_keyring_is_not_on_main_and_main_is_unborn_until_first_write(tmp_path: Path, key: str) -> None:

@@ -141,6 +141,7 @@ def test_the_default_policy_changes_nothing() -> None:
         "expire_after": None,
         "sync_remote": None,
         "sync_every": None,
+        "content_retention": None,
     }
 
 

@@ -78,6 +78,16 @@ class IntegrityError(VaultError):
     """Stored data failed authentication: it was altered, moved or truncated."""
 
 
+class ErasedError(IntegrityError):
+    """The version asked for was erased (its key destroyed by ``forget`` or
+    ``redact``): deliberate and audited, not damage.  ``commit`` is the
+    erasure's commit id (empty when the record is lost)."""
+
+    def __init__(self, message: str, commit: str = "", **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.commit = commit
+
+
 class BusyError(VaultError):
     """Another program (a git command) holds a lock vaultmem needs; nothing was changed."""
 

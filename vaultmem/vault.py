@@ -10,7 +10,9 @@ from datetime import datetime, timedelta
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.policy import parse_duration
 from vaultmem.core.versions import Version
+from vaultmem.ops import erase as erasing
 from vaultmem.ops import expiry, transfer
 from vaultmem.ops import find as finding
 from vaultmem.ops import restore as restoring
@@ -32,6 +34,74 @@ class Vault(Store):
         when, by whom, how many matches, and whether it is the file's content
         now.  Never the content itself.  See :mod:`vaultmem.ops.find`."""
         return finding.find(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
+
+    def forget(
+        self,
+        path: str,
+        *,
+        reason: str,
+        dry_run: bool = False,
+        actor: str = "vaultmem",
+        session: str | None = None,
+    ) -> erasing.ErasureResult:
+        """Erase every version ever stored at ``path`` (a file or a folder,
+        followed back across renames): their keys are destroyed, for key
+        holders too, in one audited ``forget`` commit; a current file leaves
+        the memory.  With ``dry_run``, only list them.  See docs/erasure.md."""
+        targets = erasing.versions_of(self, path)
+        return erasing.erase(self, targets, reason=reason, actor=actor, session=session, dry_run=dry_run, what="forget")
+
+    def redact(
+        self,
+        version: str | datetime,
+        path: str,
+        *,
+        reason: str,
+        dry_run: bool = False,
+        actor: str = "vaultmem",
+        session: str | None = None,
+    ) -> erasing.ErasureResult:
+        """Erase one version of one file: the content ``path`` had at
+        ``version``.  The versions before and after it stay readable."""
+        target = erasing.version_at(self, version, path)
+        return erasing.erase(
+            self, [target], reason=reason, actor=actor, session=session, dry_run=dry_run, what="redact"
+        )
+
+    def forget_matching(
+        self,
+        pattern: str,
+        *,
+        reason: str,
+        regex: bool = False,
+        ignore_case: bool = False,
+        path: str | None = None,
+        dry_run: bool = False,
+        actor: str = "vaultmem",
+        session: str | None = None,
+    ) -> erasing.ErasureResult:
+        """Erase every file version anywhere in the history whose content
+        (or path) matches, as :meth:`find` lists them; run it with
+        ``dry_run=True`` first to see the list."""
+        targets = erasing.matching(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
+        return erasing.erase(self, targets, reason=reason, actor=actor, session=session, dry_run=dry_run, what="match")
+
+    def apply_retention(
+        self,
+        keep_for: int | str | timedelta | None = None,
+        *,
+        now: float | None = None,
+        dry_run: bool = False,
+        actor: str = "vaultmem-retention",
+        session: str | None = None,
+    ) -> erasing.ErasureResult:
+        """Forget every version written longer ago than the policy's
+        ``content_retention`` (or ``keep_for``: ``"365d"``, seconds, a
+        timedelta), other than each file's current content, as one audited
+        ``forget`` commit.  Tools run it by themselves, at most once an hour,
+        when the policy sets ``content_retention``."""
+        seconds = parse_duration(keep_for) if keep_for is not None else None
+        return erasing.apply_retention(self, seconds, now=now, dry_run=dry_run, actor=actor, session=session)
 
     def changes(
         self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None

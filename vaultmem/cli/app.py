@@ -54,6 +54,7 @@ from vaultmem.cli.render import (
 from vaultmem.core.policy import DURATIONS, Policy
 from vaultmem.errors import CommandError, NotFoundError, VaultError
 from vaultmem.ops.diff import unified, with_renames
+from vaultmem.ops.erase import ErasureResult
 from vaultmem.ops.memory import MemoryCommands, new_session
 
 if TYPE_CHECKING:
@@ -134,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     _undo_parser(commands)
     _verify_parser(commands)
     _find_parser(commands)
+    _forget_parser(commands)
+    _redact_parser(commands)
+    _migrate_parser(commands)
+    _retention_parser(commands)
     key = _key_parser(commands)
     _key_list_parser(key)
     _key_change_parser(key)
@@ -182,6 +187,10 @@ EXAMPLES = {
     "undo": "vaultmem undo 2 --actor ops-alice",
     "verify": "vaultmem verify --json",
     "find": "vaultmem find ada@example.com",
+    "forget": "vaultmem forget --matching ada@example.com --reason 'GDPR request 4411' --dry-run",
+    "migrate": "vaultmem migrate",
+    "retention": "vaultmem retention --dry-run",
+    "redact": "vaultmem redact 5ac6c9bb78 /memories/notes.txt --reason 'pasted a card number'",
     "key list": "vaultmem key list",
     "key change": "vaultmem key change --new-key-file new.key",
     "key rotate": "vaultmem key rotate --reencrypt",
@@ -223,7 +232,9 @@ EPILOGS = {
     "  max_files=N|null            the most files the memory may hold\n"
     "  expire_after=DURATION|null  `vaultmem expire` deletes files unread this long, such as 90d\n"
     "  sync_remote=NAME|null       memory tools keep the vault in step with this remote (automatic sync)\n"
-    "  sync_every=DURATION|null    and also pull and push this often, such as 60s",
+    "  sync_every=DURATION|null    and also pull and push this often, such as 60s\n"
+    "  content_retention=DURATION|null  versions written longer ago are erased (current files stay), "
+    "such as 365d",
 }
 
 
@@ -884,8 +895,9 @@ def _policy_show(vault: Vault, args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
+    width = max(len(name) for name in data)
     for name, value in data.items():
-        print(f"{name:<16} {_policy_shown(name, value)}")
+        print(f"{name:<{width}} {_policy_shown(name, value)}")
     return 0
 
 
@@ -987,14 +999,15 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
         report = vault.verify(progress=bar)
     if args.json:
         findings = [{"kind": f.kind, "version": f.version, "path": f.path, "detail": f.detail} for f in report.findings]
-        counts = {"commits": report.commits, "blobs": report.blobs, "trees": report.trees}
+        counts = {"commits": report.commits, "blobs": report.blobs, "trees": report.trees, "erased": report.erased}
         print_json({"ok": report.ok, **counts, "findings": findings})
     else:
         on = colour_on(sys.stdout)
         for f in report.findings:
             where = " ".join(part for part in (f.version and short(f.version), f.path) if part)
             print(f"{paint(f.kind + ':', RED, on)} {where + ': ' if where else ''}{f.detail}")
-        checked = f"{report.commits} versions, {report.blobs} file versions and {report.trees} trees"
+        erased = f" ({report.erased} erased)" if report.erased else ""
+        checked = f"{report.commits} versions, {report.blobs} file versions{erased} and {report.trees} trees"
         problems = len(report.findings)
         verdict = "no problems found" if report.ok else f"{problems} problem{'s' if problems != 1 else ''} found"
         print(f"Checked {checked}: {paint(verdict, GREEN if report.ok else RED, on)}.")
@@ -1034,6 +1047,105 @@ def _find(vault: Vault, args: argparse.Namespace) -> int:
         f"{len(found)} file {'version' if len(found) == 1 else 'versions'} in {versions} "
         f"{'version' if versions == 1 else 'versions'} of the memory."
     )
+    return 0
+
+
+def _forget_parser(commands: _Commands) -> None:
+    forget = commands.add_parser(
+        "forget", help="erase every version of a file (or of everything matching a text): keys destroyed, history kept"
+    )
+    forget.add_argument("path", metavar="PATH", nargs="?", help="the file or folder whose every version to erase")
+    forget.add_argument("--matching", metavar="TEXT", help="instead of PATH: every version whose content holds TEXT")
+    forget.add_argument("--regex", action="store_true", help="with --matching: TEXT is a Python regular expression")
+    forget.add_argument("-i", "--ignore-case", action="store_true", help="with --matching: any case")
+    forget.add_argument("--path", dest="within", metavar="PATH", help="with --matching: only files at or below PATH")
+    forget.add_argument("--reason", required=True, help="why, for the audit record (such as 'GDPR request 4411')")
+    forget.add_argument("--dry-run", action="store_true", help="only list the versions that would be erased")
+    _json(forget)
+    _who(forget, "cli")
+
+
+def _forget(vault: Vault, args: argparse.Namespace) -> int:
+    if (args.path is None) == (args.matching is None):
+        raise VaultError("Error: give either a PATH or --matching TEXT.")
+    common = {"reason": args.reason, "dry_run": args.dry_run, "actor": args.actor, "session": args.session}
+    if args.matching is not None:
+        result = vault.forget_matching(
+            args.matching, regex=args.regex, ignore_case=args.ignore_case, path=args.within, **common
+        )
+    else:
+        result = vault.forget(args.path, **common)
+    return _erasure_report(result, args)
+
+
+def _retention_parser(commands: _Commands) -> None:
+    retention = commands.add_parser(
+        "retention", help="erase versions older than the policy's content_retention (current files stay)"
+    )
+    retention.add_argument("--keep-for", metavar="AGE", help="instead of the policy's: such as 365d, 26w")
+    retention.add_argument("--dry-run", action="store_true", help="only list the versions that would be erased")
+    _json(retention)
+    _who(retention, "cli")
+
+
+def _retention(vault: Vault, args: argparse.Namespace) -> int:
+    result = vault.apply_retention(args.keep_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
+    return _erasure_report(result, args)
+
+
+def _migrate_parser(commands: _Commands) -> None:
+    _json(commands.add_parser("migrate", help="move a vault to storage format 2, where versions can be erased"))
+
+
+def _migrate(vault: Vault, args: argparse.Namespace) -> int:
+    changed = vault.migrate()
+    if args.json:
+        print_json({"format": vault.keyring.format, "migrated": changed})
+    elif changed:
+        print(
+            "Migrated to storage format 2: every version keeps its id and seal; versions written from now on "
+            "can be erased one by one (`vaultmem forget`)."
+        )
+    else:
+        print("Already in storage format 2: nothing to do.")
+    return 0
+
+
+def _redact_parser(commands: _Commands) -> None:
+    redact = commands.add_parser("redact", help="erase one version of one file; the versions around it stay")
+    redact.add_argument("version", metavar="VERSION", help="the version (id, main~N or a time) holding the content")
+    redact.add_argument("path", metavar="PATH", help="the file")
+    redact.add_argument("--reason", required=True, help="why, for the audit record")
+    redact.add_argument("--dry-run", action="store_true", help="only show what would be erased")
+    _json(redact)
+    _who(redact, "cli")
+
+
+def _redact(vault: Vault, args: argparse.Namespace) -> int:
+    result = vault.redact(
+        args.version, args.path, reason=args.reason, dry_run=args.dry_run, actor=args.actor, session=args.session
+    )
+    return _erasure_report(result, args)
+
+
+def _erasure_report(result: ErasureResult, args: argparse.Namespace) -> int:
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    for item in result.versions:
+        print(f"{short(item.version)}  {item.path}{'  (current)' if item.current else ''}")
+    for item in result.already:
+        print(f"{short(item.version)}  {item.path}  (erased before)")
+    count = len(result.versions)
+    what = f"{count} file {'version' if count == 1 else 'versions'}"
+    if not result.versions:
+        print("Nothing to erase: every version found was erased before." if result.already else "Nothing to erase.")
+    elif result.dry_run:
+        print(f"Would erase {what} (dry run: nothing changed).")
+    elif result.commit is not None:
+        print(f"Erased {what}: version {short(result.commit.id)} records it.")
+    for note in result.notes:
+        print(f"Note: {note}")
     return 0
 
 
@@ -1389,7 +1501,7 @@ def _decrypt_for_git(vault_path: str, key_file: str | None, data: bytes) -> tupl
     """The blob's text, or None and why not ("" when it is no vaultmem blob).
     Tries each key source that needs no prompt."""
     from vaultmem.core.crypto import BLOB_MAGIC
-    from vaultmem.errors import IntegrityError, NotAVaultError, WrongKeyError
+    from vaultmem.errors import ErasedError, IntegrityError, NotAVaultError, WrongKeyError
 
     if not data.startswith(BLOB_MAGIC + b" "):
         return None, ""
@@ -1412,6 +1524,8 @@ def _decrypt_for_git(vault_path: str, key_file: str | None, data: bytes) -> tupl
                 return vault.decrypt_blob(data)[1], ""
         except NotAVaultError:
             return None, f"{os.path.abspath(vault_path)} is not a vault this vaultmem reads"
+        except ErasedError as err:
+            return None, err.fact.removeprefix("Error: ").rstrip(".")
         except IntegrityError:
             return None, "the blob failed its integrity check (run `vaultmem verify`)"
         except (WrongKeyError, VaultError):
@@ -1430,6 +1544,10 @@ COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
     "undo": _undo,
     "verify": _verify,
     "find": _find,
+    "forget": _forget,
+    "redact": _redact,
+    "migrate": _migrate,
+    "retention": _retention,
     "key list": _key_list,
     "key change": _key_change,
     "key rotate": _key_rotate,

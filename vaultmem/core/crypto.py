@@ -15,6 +15,7 @@ path, or a header whose length was edited, fails to open.
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import hmac
 import json
@@ -23,14 +24,18 @@ import secrets
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from vaultmem.errors import BadKeyError, IntegrityError, NotAVaultError, WrongKeyError
+from vaultmem.core import shred
+from vaultmem.core.lru import LRU
+from vaultmem.errors import BadKeyError, ErasedError, IntegrityError, NotAVaultError, WrongKeyError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # what new vaults are made in
+FORMATS = (1, 2)  # what this vaultmem reads
 BLOB_MAGIC = b"vaultmem-blob"
 ENV_KEY = "VAULTMEM_KEY"
 _SEAL_PREFIX = b"vaultmem-seal 1\0"
@@ -165,8 +170,11 @@ def key_from_environment(environ: Mapping[str, str] | None = None) -> UserKey | 
 
 @dataclass(frozen=True)
 class DataKey:
+    """A key that seals commits, and in format 1 also encrypts contents
+    (``fernet``; None for a format 2 epoch, whose contents use per-version keys)."""
+
     id: str
-    fernet: Fernet = field(repr=False)
+    fernet: Fernet | None = field(repr=False)
     seal_key: bytes = field(default=b"", repr=False)  # authenticates commits
 
     @classmethod
@@ -174,8 +182,34 @@ class DataKey:
         return cls(key_id, Fernet(raw), _derive(base64.urlsafe_b64decode(raw), b"vaultmem commit seal 1"))
 
 
+@dataclass(frozen=True)
+class Erasure:
+    """Who erased a file version, when and why (kept in the keyring by blob id)."""
+
+    commit: str
+    actor: str
+    time: int
+    reason: str
+
+    def describe(self) -> str:
+        day = datetime.fromtimestamp(self.time, tz=timezone.utc).strftime("%Y-%m-%d")
+        return f"erased on {day} by {self.actor} ({self.reason})"
+
+
+def blob_id(blob: bytes) -> str:
+    """The git object id of ``blob``."""
+    return hashlib.sha1(b"blob %d\0" % len(blob) + blob).hexdigest()
+
+
 class Keyring:
-    """The unwrapped data keys of a vault, and the document they are stored in.
+    """The unwrapped keys of a vault, and the document they are stored in.
+
+    Format 1 encrypts file contents under *data keys*.  Format 2 encrypts each
+    file version under its own key, a leaf of an *epoch*'s puncturable key
+    tree (:mod:`vaultmem.core.shred`) at the nonce in the blob's header, so
+    erasing a version destroys its key alone; each epoch also has a seal key
+    for commits, which is never destroyed.  A vault migrated from format 1
+    keeps its data keys to read the versions written before.
 
     The document carries a MAC under the user's key: someone without the key
     can still edit the JSON (drop an entry, change the active key), and that
@@ -183,11 +217,23 @@ class Keyring:
     (``intact`` is False and ``problems`` says why); writes refuse it.
     """
 
-    def __init__(self, doc: dict[str, Any], keys: dict[str, DataKey], user_key: UserKey) -> None:
+    def __init__(
+        self,
+        doc: dict[str, Any],
+        keys: dict[str, DataKey],
+        user_key: UserKey,
+        covers: dict[str, shred.Cover] | None = None,
+    ) -> None:
         self.doc = doc
         self.keys = keys
         self.user_key = user_key
+        self.covers: dict[str, shred.Cover] = covers if covers is not None else {}
         self.problems: list[str] = []
+        self._leaves: LRU[tuple[str, int], Fernet] = LRU(4096)
+
+    @property
+    def format(self) -> int:
+        return int(self.doc["vaultmem_format"])
 
     @property
     def intact(self) -> bool:
@@ -209,52 +255,144 @@ class Keyring:
         protector: dict[str, Any] = self.doc["protector"]
         return protector
 
+    @property
+    def erased(self) -> dict[str, Erasure]:
+        """Erased file versions by blob id."""
+        out: dict[str, Erasure] = {}
+        for oid, entry in (self.doc.get("erased") or {}).items():
+            out[oid] = Erasure(entry["commit"], entry["actor"], int(entry["time"]), entry["reason"])
+        return out
+
     @classmethod
-    def create(cls, user_key: UserKey, protector: dict[str, Any], now: int) -> Keyring:
-        doc: dict[str, Any] = {
-            "vaultmem_format": FORMAT_VERSION,
-            "protector": protector,
-            "data_keys": [],
-            "active": None,
-        }
+    def create(cls, user_key: UserKey, protector: dict[str, Any], now: int, fmt: int = FORMAT_VERSION) -> Keyring:
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown vault format {fmt!r}")
+        doc: dict[str, Any] = {"vaultmem_format": fmt, "protector": protector, "data_keys": [], "active": None}
+        if fmt >= 2:
+            doc["epochs"] = []
+            doc["erased"] = {}
         ring = cls(doc, {}, user_key)
         ring.add_data_key(now)
         return ring
 
+    def same_keys(self, other: Keyring) -> bool:
+        """Whether both hold the same keys, erasures and active key (their
+        wrapping may differ: every wrap draws a fresh IV)."""
+        return (
+            set(self.keys) == set(other.keys)
+            and self.covers == other.covers
+            and self.doc.get("erased") == other.doc.get("erased")
+            and self.doc.get("active") == other.doc.get("active")
+            and self.doc.get("protector") == other.doc.get("protector")
+        )
+
+    def supersedes(self, other: Keyring) -> bool:
+        """Whether this keyring holds every key ``other`` holds, except ones
+        it destroyed since: a later state of the same keyring, not a rollback."""
+        if not set(other.keys) <= set(self.keys):
+            return False
+        for epoch, cover in other.covers.items():
+            mine = self.covers.get(epoch)
+            if mine is None or shred.intersect(mine, cover) != mine:
+                return False  # an erased key is back
+        return True
+
+    def _wrap(self, raw: bytes, now: int) -> str:
+        return self.user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
+
     def add_data_key(self, now: int) -> DataKey:
-        """Start a new data key: it becomes the active one; old ones stay."""
-        raw = Fernet.generate_key()
-        key = DataKey.from_raw(secrets.token_hex(8), raw)
-        wrapped = self.user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
-        self.doc["data_keys"].append({"id": key.id, "wrapped": wrapped, "created": now})
+        """Start a new data key (format 1) or epoch (format 2): it becomes the
+        active one; old ones stay."""
+        key_id = secrets.token_hex(8)
+        if self.format >= 2:
+            seal_key = os.urandom(32)
+            cover: shred.Cover = {"": os.urandom(32)}
+            self.doc["epochs"].append(
+                {
+                    "id": key_id,
+                    "created": now,
+                    "seal": self._wrap(seal_key, now),
+                    "cover": self._wrap(_encode_cover(cover), now),
+                }
+            )
+            key = DataKey(key_id, None, seal_key)
+            self.covers[key_id] = cover
+        else:
+            raw = Fernet.generate_key()
+            key = DataKey.from_raw(key_id, raw)
+            self.doc["data_keys"].append({"id": key.id, "wrapped": self._wrap(raw, now), "created": now})
         self.doc["active"] = key.id
         self.keys[key.id] = key
         self._sign()
         return key
 
+    def migrate(self, now: int) -> None:
+        """Format 1 to 2: the data keys stay (to read what was written under
+        them); a new epoch becomes active for everything written from now on."""
+        if self.format >= 2:
+            return
+        doc = copy.deepcopy(self.doc)
+        doc["vaultmem_format"] = 2
+        doc["epochs"] = []
+        doc["erased"] = {}
+        self.doc = doc
+        self.add_data_key(now)
+
     def rewrap(self, new_user_key: UserKey, protector: dict[str, Any], now: int) -> None:
-        """Wrap every data key under a new user key (the data keys stay)."""
-        raws = {
-            entry["id"]: self.user_key.fernet.decrypt(entry["wrapped"].encode("ascii"))
-            for entry in self.doc["data_keys"]
-        }
+        """Wrap every key under a new user key (the keys themselves stay)."""
+        old = self.user_key.fernet
+        raws = {entry["id"]: old.decrypt(entry["wrapped"].encode("ascii")) for entry in self.doc["data_keys"]}
         for entry in self.doc["data_keys"]:
             entry["wrapped"] = new_user_key.fernet.encrypt_at_time(raws[entry["id"]], now).decode("ascii")
+        for entry in self.doc.get("epochs", []):
+            for name in ("seal", "cover"):
+                raw = old.decrypt(entry[name].encode("ascii"))
+                entry[name] = new_user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
         self.doc["protector"] = protector
         self.user_key = new_user_key
         self._sign()
 
+    def destroy(self, blobs: Mapping[str, tuple[str, int]], erasure: Erasure, now: int) -> list[str]:
+        """Destroy the keys of the format 2 blobs ``{blob id: (epoch, nonce)}``
+        and record the erasure under each blob id; the blob ids whose key was
+        destroyed here (not before)."""
+        by_epoch: dict[str, list[int]] = {}
+        done: list[str] = []
+        for oid, (epoch, nonce) in blobs.items():
+            cover = self.covers.get(epoch)
+            if cover is None or not shred.alive(cover, nonce):
+                continue
+            by_epoch.setdefault(epoch, []).append(nonce)
+            done.append(oid)
+        if not done:
+            return []
+        for entry in self.doc["epochs"]:
+            nonces = by_epoch.get(entry["id"])
+            if nonces:
+                cover = shred.puncture(self.covers[entry["id"]], nonces)
+                self.covers[entry["id"]] = cover
+                entry["cover"] = self._wrap(_encode_cover(cover), now)
+        erased = self.doc.setdefault("erased", {})
+        for oid in done:
+            erased[oid] = {
+                "commit": erasure.commit,
+                "actor": erasure.actor,
+                "time": erasure.time,
+                "reason": erasure.reason,
+            }
+        self._leaves.clear()
+        self._sign()
+        return done
+
     @classmethod
     def union(cls, rings: Sequence[Keyring], user_key: UserKey, protector: dict[str, Any], now: int) -> Keyring:
-        """One keyring holding every data key of ``rings`` (each opened with
-        its own user key), wrapped under ``user_key``; the newest data key is
-        the active one, so every clone that merges the same keyrings picks the same."""
-        doc: dict[str, Any] = {
-            "vaultmem_format": FORMAT_VERSION,
-            "protector": protector,
-            "data_keys": [],
-            "active": None,
-        }
+        """One keyring holding every key of ``rings`` (each opened with its
+        own user key), wrapped under ``user_key``; the newest key is the
+        active one, so every clone that merges the same keyrings picks the
+        same.  An epoch both hold keeps only the keys both still have: an
+        erasure on either side stays an erasure."""
+        fmt = max(ring.format for ring in rings)
+        doc: dict[str, Any] = {"vaultmem_format": fmt, "protector": protector, "data_keys": [], "active": None}
         seen: set[str] = set()
         for ring in rings:
             for entry in ring.doc["data_keys"]:
@@ -263,18 +401,34 @@ class Keyring:
                 seen.add(entry["id"])
                 wrapped = entry["wrapped"]
                 if ring.user_key.mac_key != user_key.mac_key:
-                    try:
-                        raw = ring.user_key.fernet.decrypt(wrapped.encode("ascii"))
-                    except InvalidToken as err:
-                        raise WrongKeyError(
-                            f"Error: data key {entry['id']} does not open with its keyring's key."
-                        ) from err
-                    wrapped = user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
+                    wrapped = user_key.fernet.encrypt_at_time(_unwrap(ring, entry["wrapped"], entry["id"]), now).decode(
+                        "ascii"
+                    )
                 doc["data_keys"].append({"id": entry["id"], "wrapped": wrapped, "created": entry["created"]})
         doc["data_keys"].sort(key=lambda e: (e["created"], e["id"]))
-        doc["active"] = doc["data_keys"][-1]["id"]
+        covers: dict[str, shred.Cover] = {}
         keys = {key_id: key for ring in rings for key_id, key in ring.keys.items()}
-        merged = cls(doc, keys, user_key)
+        if fmt >= 2:
+            epochs: dict[str, dict[str, Any]] = {}
+            for ring in rings:
+                for entry in ring.doc.get("epochs", []):
+                    cover = ring.covers[entry["id"]]
+                    if entry["id"] in covers:
+                        covers[entry["id"]] = shred.intersect(covers[entry["id"]], cover)
+                    else:
+                        covers[entry["id"]] = cover
+                        epochs[entry["id"]] = {"id": entry["id"], "created": entry["created"]}
+            for key_id, entry in epochs.items():
+                entry["seal"] = user_key.fernet.encrypt_at_time(keys[key_id].seal_key, now).decode("ascii")
+                entry["cover"] = user_key.fernet.encrypt_at_time(_encode_cover(covers[key_id]), now).decode("ascii")
+            doc["epochs"] = sorted(epochs.values(), key=lambda e: (e["created"], e["id"]))
+            erased: dict[str, Any] = {}
+            for ring in rings:
+                erased.update(ring.doc.get("erased") or {})
+            doc["erased"] = dict(sorted(erased.items()))
+        newest = sorted(doc["data_keys"] + doc.get("epochs", []), key=lambda e: (e["created"], e["id"]))
+        doc["active"] = newest[-1]["id"]
+        merged = cls(doc, keys, user_key, covers)
         merged._sign()
         return merged
 
@@ -290,29 +444,35 @@ class Keyring:
             raise NotAVaultError("Error: the vault's keyring is not readable; the folder is damaged.") from err
         if not isinstance(doc, dict) or "vaultmem_format" not in doc:
             raise NotAVaultError("Error: the vault's keyring is not readable; the folder is damaged.")
-        if doc["vaultmem_format"] != FORMAT_VERSION:
+        if doc["vaultmem_format"] not in FORMATS:
             raise NotAVaultError(
                 f"Error: this vault uses storage format {doc['vaultmem_format']!r}; this vaultmem reads "
-                f"format {FORMAT_VERSION}. Upgrade vaultmem to open it."
+                f"formats {' and '.join(map(str, FORMATS))}. Upgrade vaultmem to open it."
             )
         return doc
 
     @classmethod
     def unlock(cls, doc: dict[str, Any], user_key: UserKey) -> Keyring:
-        """Unwrap every data key; a wrong user key is one WrongKeyError here."""
+        """Unwrap every key; a wrong user key is one WrongKeyError here."""
         keys: dict[str, DataKey] = {}
+        covers: dict[str, shred.Cover] = {}
         try:
             entries = list(doc["data_keys"])
-            if not entries:
+            epochs = list(doc.get("epochs") or [])
+            if not entries and not epochs:
                 raise NotAVaultError("Error: the vault's keyring holds no data keys; restore it from a clone.")
             for entry in entries:
                 raw = user_key.fernet.decrypt(entry["wrapped"].encode("ascii"))
                 keys[entry["id"]] = DataKey.from_raw(entry["id"], raw)
+            for entry in epochs:
+                seal_key = user_key.fernet.decrypt(entry["seal"].encode("ascii"))
+                keys[entry["id"]] = DataKey(entry["id"], None, seal_key)
+                covers[entry["id"]] = _decode_cover(user_key.fernet.decrypt(entry["cover"].encode("ascii")))
         except InvalidToken as err:
             raise WrongKeyError(f"Error: the {user_key.source} given does not open this vault.") from err
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise NotAVaultError("Error: the vault's keyring is malformed; the folder is damaged.") from err
-        ring = cls(doc, keys, user_key)
+        ring = cls(doc, keys, user_key, covers)
         ring.problems = keyring_problems(doc, user_key)
         return ring
 
@@ -341,13 +501,34 @@ class Keyring:
     def seal(self, path: str, content: bytes, now: int) -> bytes:
         """Encrypt one file version for ``path`` (canonical text)."""
         key = self.active
-        token = key.fernet.encrypt_at_time(path.encode("utf-8") + b"\0" + content, now)
-        return b"%s %d %s %d\n" % (BLOB_MAGIC, FORMAT_VERSION, key.id.encode("ascii"), len(content)) + token
+        payload = path.encode("utf-8") + b"\0" + content
+        if key.fernet is not None:
+            token = key.fernet.encrypt_at_time(payload, now)
+            return b"%s 1 %s %d\n" % (BLOB_MAGIC, key.id.encode("ascii"), len(content)) + token
+        nonce = int.from_bytes(os.urandom(8), "big")
+        fernet = self._leaf(key.id, nonce)
+        if fernet is None:  # a fresh random nonce that was erased: 2**-64 per erased key; draw again
+            return self.seal(path, content, now)
+        token = fernet.encrypt_at_time(payload, now)
+        return b"%s 2 %s %016x %d\n" % (BLOB_MAGIC, key.id.encode("ascii"), nonce, len(content)) + token
+
+    def _leaf(self, epoch: str, nonce: int) -> Fernet | None:
+        cached = self._leaves.get((epoch, nonce))
+        if cached is not None:
+            return cached
+        cover = self.covers.get(epoch)
+        raw = shred.leaf(cover, nonce) if cover is not None else None
+        if raw is None:
+            return None
+        fernet = Fernet(base64.urlsafe_b64encode(raw))
+        self._leaves.put((epoch, nonce), fernet)
+        return fernet
 
     def open(self, path: str, blob: bytes) -> bytes:
-        """Decrypt a blob written for ``path``; any doubt is an IntegrityError."""
+        """Decrypt a blob written for ``path``; any doubt is an IntegrityError,
+        an erased version an ErasedError."""
         bad = IntegrityError(f"Error: the stored version of {path} failed authentication; run `vaultmem verify`.")
-        bound, content = self._decrypt(blob, bad)
+        bound, content = self._decrypt(blob, bad, path)
         if bound != path.encode("utf-8"):
             raise bad
         return content
@@ -355,20 +536,37 @@ class Keyring:
     def open_any(self, blob: bytes) -> tuple[str, bytes]:
         """``(path, content)`` of a blob whose path is not known (git's textconv)."""
         bad = IntegrityError("Error: the blob failed authentication; run `vaultmem verify`.")
-        bound, content = self._decrypt(blob, bad)
+        bound, content = self._decrypt(blob, bad, None)
         try:
             return bound.decode("utf-8"), content
         except UnicodeDecodeError as err:
             raise bad from err
 
-    def _decrypt(self, blob: bytes, bad: IntegrityError) -> tuple[bytes, bytes]:
+    def erasure_of(self, blob: bytes) -> Erasure | None:
+        """The erasure of ``blob`` when its key was destroyed, else None."""
+        fmt, key_id, nonce, _, _ = _split_blob(blob)
+        if fmt < 2 or key_id not in self.covers or shred.alive(self.covers[key_id], nonce):
+            return None
+        found = self.erased.get(blob_id(blob))
+        return found if found is not None else Erasure("", "an unknown actor", 0, "no record kept")
+
+    def _decrypt(self, blob: bytes, bad: IntegrityError, path: str | None) -> tuple[bytes, bytes]:
         """The bound path and the content, checked against the header's length."""
-        key_id, length, token = _split_blob(blob)
-        key = self.keys.get(key_id)
-        if key is None:
+        fmt, key_id, nonce, length, token = _split_blob(blob)
+        if fmt == 1:
+            key = self.keys.get(key_id)
+            fernet = key.fernet if key is not None else None
+        else:
+            fernet = self._leaf(key_id, nonce)
+            if fernet is None and key_id in self.covers:
+                erasure = self.erasure_of(blob)
+                assert erasure is not None
+                what = f"this version of {path}" if path is not None else "this file version"
+                raise ErasedError(f"Error: {what} was {erasure.describe()}; its content is gone.", erasure.commit)
+        if fernet is None:
             raise bad
         try:
-            payload = key.fernet.decrypt(token)
+            payload = fernet.decrypt(token)
         except InvalidToken as err:
             raise bad from err
         bound, sep, content = payload.partition(b"\0")
@@ -377,7 +575,33 @@ class Keyring:
         return bound, content
 
     def key_id_of(self, blob: bytes) -> str:
-        return _split_blob(blob[:128] if b"\n" in blob[:128] else blob)[0]
+        return _split_blob(blob[:128] if b"\n" in blob[:128] else blob)[1]
+
+    def nonce_of(self, blob: bytes) -> tuple[str, int] | None:
+        """``(epoch, nonce)`` of a format 2 blob, None for format 1."""
+        fmt, key_id, nonce, _, _ = _split_blob(blob[:128] if b"\n" in blob[:128] else blob)
+        return (key_id, nonce) if fmt >= 2 else None
+
+
+def _unwrap(ring: Keyring, wrapped: str, key_id: str) -> bytes:
+    try:
+        return ring.user_key.fernet.decrypt(wrapped.encode("ascii"))
+    except InvalidToken as err:
+        raise WrongKeyError(f"Error: data key {key_id} does not open with its keyring's key.") from err
+
+
+def _encode_cover(cover: Mapping[str, bytes]) -> bytes:
+    return json.dumps({prefix: _b64(node) for prefix, node in sorted(cover.items())}, separators=(",", ":")).encode()
+
+
+def _decode_cover(data: bytes) -> shred.Cover:
+    raw = json.loads(data.decode("utf-8"))
+    if not isinstance(raw, dict):
+        raise ValueError("a key cover is a JSON object")
+    cover = {str(prefix): _unb64(node) for prefix, node in raw.items()}
+    if not shred.check(cover):
+        raise ValueError("a malformed key cover")
+    return cover
 
 
 def document_mac(doc: Mapping[str, Any], user_key: UserKey) -> str:
@@ -393,7 +617,9 @@ def keyring_problems(doc: Mapping[str, Any], user_key: UserKey) -> list[str]:
         problems.append("the keyring carries no MAC")
     elif not hmac.compare_digest(mac, document_mac(doc, user_key)):
         problems.append("the keyring's MAC does not match: it was edited without the key")
-    ids = [entry.get("id") for entry in doc.get("data_keys", []) if isinstance(entry, dict)]
+    ids = [
+        entry.get("id") for entry in [*doc.get("data_keys", []), *(doc.get("epochs") or [])] if isinstance(entry, dict)
+    ]
     if len(set(ids)) != len(ids):
         problems.append("the keyring lists a data key twice")
     if doc.get("active") not in ids:
@@ -401,17 +627,22 @@ def keyring_problems(doc: Mapping[str, Any], user_key: UserKey) -> list[str]:
     return problems
 
 
-def _split_blob(blob: bytes) -> tuple[str, int, bytes]:
+def _split_blob(blob: bytes) -> tuple[int, str, int, int, bytes]:
+    """``(format, key id, nonce, length, token)``; the nonce is 0 in format 1."""
     header, sep, token = blob.partition(b"\n")
     fields = header.split(b" ")
-    if not sep or len(fields) != 4 or fields[0] != BLOB_MAGIC or fields[1] != b"%d" % FORMAT_VERSION:
+    if not sep or fields[0] != BLOB_MAGIC or len(fields) < 2 or fields[1] not in (b"1", b"2"):
         raise IntegrityError("Error: a stored blob is not in vaultmem format; run `vaultmem verify`.")
     try:
-        return fields[2].decode("ascii"), int(fields[3]), token
+        if fields[1] == b"1" and len(fields) == 4:
+            return 1, fields[2].decode("ascii"), 0, int(fields[3]), token
+        if fields[1] == b"2" and len(fields) == 5 and len(fields[3]) == 16:
+            return 2, fields[2].decode("ascii"), int(fields[3], 16), int(fields[4]), token
     except (UnicodeDecodeError, ValueError) as err:
         raise IntegrityError("Error: a stored blob has a malformed header; run `vaultmem verify`.") from err
+    raise IntegrityError("Error: a stored blob has a malformed header; run `vaultmem verify`.")
 
 
 def plaintext_size(blob: bytes) -> int:
     """The plaintext length a blob's header declares (no key needed)."""
-    return _split_blob(blob[:128])[1] if b"\n" in blob[:128] else _split_blob(blob)[1]
+    return _split_blob(blob[:128])[3] if b"\n" in blob[:128] else _split_blob(blob)[3]

@@ -19,7 +19,7 @@ from vaultmem.errors import VaultError
 SECRET_MODES = ("off", "redact", "refuse")
 DEFAULT_MAX_FILE_BYTES = 102_400
 
-DURATIONS = ("expire_after", "sync_every")  # fields written as 30d, 12h, 60s
+DURATIONS = ("expire_after", "sync_every", "content_retention")  # fields written as 30d, 12h, 60s
 _REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)?\s*", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -77,6 +77,7 @@ class Policy:
     expire_after: int | None = None
     sync_remote: str | None = None
     sync_every: int | None = None
+    content_retention: int | None = None
 
     def __post_init__(self) -> None:
         if self.secrets not in SECRET_MODES:
@@ -98,6 +99,7 @@ class Policy:
                 "Error: sync_remote must be the name of a remote (letters, digits, '.', '_', '-') or null."
             )
         _limit("sync_every", self.sync_every, optional=True)
+        _limit("content_retention", self.content_retention, optional=True)
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
@@ -113,6 +115,7 @@ class Policy:
             "expire_after": self.expire_after,
             "sync_remote": self.sync_remote,
             "sync_every": self.sync_every,
+            "content_retention": self.content_retention,
         }
 
     @classmethod
@@ -125,8 +128,8 @@ class Policy:
         return cls(**dict(data))
 
     def with_changes(self, changes: Mapping[str, Any]) -> Policy:
-        """This policy with ``changes`` applied (``expire_after`` and
-        ``sync_every`` also take ``"30d"``, ``"60s"``)."""
+        """This policy with ``changes`` applied (``expire_after``,
+        ``sync_every`` and ``content_retention`` also take ``"30d"``, ``"60s"``)."""
         merged = {**self.to_dict(), **dict(changes)}
         for name in DURATIONS:
             if isinstance(merged.get(name), (str, timedelta)):

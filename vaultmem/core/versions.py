@@ -28,6 +28,7 @@ COMMANDS = (
     "import",
     "expire",
     "merge",
+    "forget",
 )
 
 

@@ -55,6 +55,7 @@ COMMITTER = b"vaultmem <vaultmem@localhost>"
 ZERO = b"\0" * 20
 STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-locked", "moved", "unkept")
 KEEP_MARKER = "keep"
+HELD = "held"  # in the state folder: the packs the upkeep never merges (format 2 keyrings)
 TRASH = "trash"  # in the state folder: files of retired packs and old ref files, removed by the upkeep
 LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git makes
 _HEX = frozenset(b"0123456789abcdef")
@@ -63,6 +64,11 @@ MAIN_REF = "refs/heads/main"
 EXTRA_REFS = ("refs/heads/vaultmem-keyring", "refs/heads/vaultmem-policy")
 
 on_step: Callable[[str], None] | None = None  # tests run stock git at a named step
+
+
+def step(name: str) -> None:
+    """A named point of a write, for tests that run stock git or die there."""
+    _step(name)
 
 
 def _step(name: str) -> None:
@@ -190,6 +196,7 @@ class CommitPath:
         headers: Headers | None = None,
         *,
         checkpoint: bool = False,
+        hold: bool = False,
     ) -> objects.PackedObject:
         """Make ``draft`` the new tip of ``ref`` with ``new_objects``, durably.
 
@@ -197,7 +204,11 @@ class CommitPath:
         exist yet); if the ref holds anything else under its lock, RefMoved is
         raised and nothing is changed (the record is voided).  With ``checkpoint``, git's own files are synced
         too before returning (rare writes whose ref must never need repair:
-        the keyring, the policy).  On any failure nothing is changed."""
+        the keyring, the policy).  With ``hold``, the pack keeps a ``.keep``
+        of its own for good: neither the upkeep's merges nor git's repack
+        fold it into a larger pack, so :mod:`vaultmem.git.prune` can remove
+        it whole (format 2's keyring, whose superseded copies an erasure
+        destroys).  On any failure nothing is changed."""
         commit = encode(draft, headers)
         pack = objects.build_pack([*new_objects, commit])
         self.fresh.begin()
@@ -225,6 +236,8 @@ class CommitPath:
                 if move is not None:
                     self._void(move)  # durable, but the ref never moved: never repair it into place
                 _remove(made)  # the keep, and a pack nothing refers to
+        if hold:
+            self.held_add(pack.name)
         if keep is not None:
             with contextlib.suppress(OSError):
                 os.unlink(keep)
@@ -382,6 +395,25 @@ class CommitPath:
                     os.makedirs(self.pack_dir, exist_ok=True)
         raise OSError(errno.ENOENT, "cannot create a keep file", keep)
 
+    def held(self) -> set[str]:
+        """The names of the packs the upkeep leaves alone (see ``hold``)."""
+        try:
+            with open(os.path.join(self.state, HELD), encoding="ascii") as fh:
+                return {line.strip() for line in fh if len(line.strip()) == 40}
+        except (OSError, UnicodeDecodeError):
+            return set()
+
+    def held_set(self, names: set[str]) -> None:
+        tmp = os.path.join(self.state, f"tmp-{os.getpid()}.held")
+        _write_file(tmp, "".join(f"{name}\n" for name in sorted(names)).encode("ascii"))
+        os.rename(tmp, os.path.join(self.state, HELD))
+
+    def held_add(self, name: str) -> None:
+        """Hold pack ``name``, and forget held packs that are gone."""
+        names = {n for n in self.held() if os.path.exists(os.path.join(self.pack_dir, f"pack-{n}.idx"))}
+        with contextlib.suppress(OSError):  # at worst the upkeep merges it: an erasure then rewrites that pack
+            self.held_set(names | {name})
+
     def install(self, pack: objects.Pack) -> None:
         """Put a pack whose objects are all reachable already in place (a
         merge): synced before its rename, and safe without the writer lock
@@ -535,6 +567,14 @@ class CommitPath:
         durable.sync_filesystem(self.gitdir)
         self.journal.checkpoint(through, restart=restart)
 
+    def scrub(self) -> None:
+        """Checkpoint everything and overwrite the journal's records with
+        zeros, synced: after an erasure no record still holds a pack of a
+        superseded keyring.  Also empties the trash (retired packs)."""
+        self.checkpoint(restart=True)
+        self.journal.wipe()
+        self.empty_trash()
+
     # -- after a crash -------------------------------------------------------------
 
     def recover(self) -> None:
@@ -581,7 +621,7 @@ class CommitPath:
         and the like): under the writer lock none is being written, so any is
         a leftover of an earlier process that had this pid.  A merge's
         (``tmp-<pid>-<thread>-merge``) runs without the lock and is left alone."""
-        for suffix in (".pack", ".idx", ".ref"):
+        for suffix in (".pack", ".idx", ".ref", ".held"):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.state, f"tmp-{os.getpid()}{suffix}"))
 

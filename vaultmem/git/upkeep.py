@@ -125,7 +125,10 @@ class Upkeep:
         the merge never lists it) and return the packs it replaced.  The
         merged pack is synced before its rename; the replaced packs go only
         after the file system is synced (see :meth:`run_once`)."""
-        packs = [p for p in objects.list_packs(self.gitdir / "objects") if p.count <= MERGE_LIMIT]
+        held = {f"pack-{name}.pack" for name in self.commits.held()}
+        packs = [
+            p for p in objects.list_packs(self.gitdir / "objects") if p.count <= MERGE_LIMIT and p.pack.name not in held
+        ]
         if len(packs) < MERGE_AT:
             return []
         victims = objects.geometric_rollup(packs)

@@ -20,7 +20,7 @@ import pygit2
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
-from vaultmem.errors import VaultError
+from vaultmem.errors import ErasedError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.repo.store import Store
@@ -43,6 +43,7 @@ class Match:
     count: int
     current: bool
     in_name: bool = False
+    blob: str = ""  # the file version's object id (what redact and forget_matching erase)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -53,6 +54,7 @@ class Match:
             "count": self.count,
             "current": self.current,
             "in_name": self.in_name,
+            "blob": self.blob,
         }
 
 
@@ -75,14 +77,39 @@ def find(
     with ``regex`` a Python regular expression), oldest first."""
     compiled = matcher(pattern, regex, ignore_case)
     within = paths.parse(path) if path is not None else MemoryPath(())
+    current = dict(store.snapshot().files(within))
+    found: list[Match] = []
+    for file_path, oid, commit in file_versions(store, within):
+        try:
+            text = store.keyring.open(file_path.text, store.read_blob(oid)).decode("utf-8", "replace")
+        except ErasedError:
+            continue  # erased: nothing left to match
+        count = sum(1 for _ in compiled.finditer(text))
+        in_name = compiled.search(file_path.text) is not None
+        if count or in_name:
+            found.append(
+                Match(
+                    path=file_path.text,
+                    version=str(commit.id),
+                    time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
+                    actor=commit.author.name,
+                    count=count,
+                    current=current.get(file_path) == oid,
+                    in_name=in_name,
+                    blob=oid.hex(),
+                )
+            )
+    return found
+
+
+def file_versions(store: Store, within: MemoryPath) -> Iterator[tuple[MemoryPath, bytes, pygit2.Commit]]:
+    """Every file version below ``within`` in ``main``'s history, oldest
+    first, once per path and blob, with the version (commit) that wrote it."""
     head = store.head()
     if head is None:
-        return []
-    now = store.snapshot()
-    current = dict(now.files(within))
+        return
     repo = store.repo
     seen: set[tuple[str, bytes]] = set()
-    found: list[Match] = []
     walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
     for commit in walker:
         snap = store.snapshot_of(commit)
@@ -94,22 +121,7 @@ def find(
             if key in seen:
                 continue
             seen.add(key)
-            text = store.keyring.open(file_path.text, snap.read_raw(oid)).decode("utf-8", "replace")
-            count = sum(1 for _ in compiled.finditer(text))
-            in_name = compiled.search(file_path.text) is not None
-            if count or in_name:
-                found.append(
-                    Match(
-                        path=file_path.text,
-                        version=str(commit.id),
-                        time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
-                        actor=commit.author.name,
-                        count=count,
-                        current=current.get(file_path) == oid,
-                        in_name=in_name,
-                    )
-                )
-    return found
+            yield file_path, oid, commit
 
 
 def _new_files(snap: Snapshot, before: Snapshot | None, within: MemoryPath) -> Iterator[tuple[MemoryPath, bytes]]:

@@ -18,7 +18,7 @@ from vaultmem.core import detectors as secrets
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import Policy
 from vaultmem.errors import LimitError, VaultError
-from vaultmem.ops import expiry
+from vaultmem.ops import erase, expiry
 
 if TYPE_CHECKING:
     from vaultmem.core.detectors import Detector, Match
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 EXPIRY_CHECK_EVERY = 3600  # seconds between automatic expiry runs of one tool
 EXPIRY_ACTOR = "vaultmem-expiry"
+RETENTION_ACTOR = "vaultmem-retention"
 
 
 class SecretsError(VaultError):
@@ -145,8 +146,8 @@ class Guard:
     # -- expiry --------------------------------------------------------------------
 
     def maybe_expire(self, session: str | None) -> None:
-        """Run the policy's automatic expiry at most once an hour (by the vault's
-        clock).  Housekeeping: a failure is left for the next run."""
+        """Run the policy's automatic expiry and content retention at most
+        once an hour (by the vault's clock).  Housekeeping: a failure is left for the next run."""
         now = self.vault.clock()
         with self._expiry_lock:
             if now - self._expiry_checked < EXPIRY_CHECK_EVERY:
@@ -156,3 +157,7 @@ class Guard:
             after = self.policy().expire_after
             if after is not None:
                 expiry.expire(self.vault, after, actor=EXPIRY_ACTOR, session=session, now=now)
+        with contextlib.suppress(VaultError, OSError):
+            keep_for = self.policy().content_retention
+            if keep_for is not None:
+                erase.apply_retention(self.vault, keep_for, now=now, actor=RETENTION_ACTOR, session=session)

@@ -12,7 +12,8 @@ from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.values import is_int
 from vaultmem.core.versions import RESTORED_FROM, Version
-from vaultmem.errors import VaultError
+from vaultmem.errors import ErasedError, VaultError
+from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.repo.history import read_commit
 from vaultmem.repo.store import Change, Store
@@ -49,8 +50,30 @@ def _restore(
     origin = str(commit.id) if commit is not None else "0" * 40
 
     def build(snap: Snapshot) -> Change:
+        _refuse_erased(store, source, snap, target, command)
         change = Change(command, (target,), trailers=[(RESTORED_FROM, origin)])
         change.restores.append((target, source.entry(target)))  # the root too: /memories itself
         return change
 
     return store.mutate(build, actor=actor, session=session, skip_if_unchanged=True)
+
+
+def _refuse_erased(store: Store, source: Snapshot, now: Snapshot, target: MemoryPath, command: str) -> None:
+    """An erased version is never brought back: restore and undo refuse, naming the erasure."""
+    entry = source.entry(target) if not target.is_root else None
+    if target.is_root or (entry is not None and entry[0] == objects.MODE_TREE):
+        files = list(source.files(target))
+    else:
+        files = [(target, entry[1])] if entry is not None else []
+    current = {oid for _, oid in now.files(MemoryPath(()))}
+    for file_path, oid in files:
+        if oid in current:
+            continue  # in the memory now: nothing to bring back
+        erasure = store.keyring.erasure_of(store.read_blob(oid))
+        if erasure is not None:
+            raise ErasedError(
+                f"Error: cannot {command}: the version of {file_path} it would bring back was "
+                f"{erasure.describe()}, and erased content is never restored. Nothing was changed. "
+                f"Restore a single other path with `path=`, or an earlier version.",
+                erasure.commit,
+            )

@@ -291,7 +291,16 @@ def touches(repo: pygit2.Repository, commit: CommitLike, target: MemoryPath) -> 
 
 
 def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterator[Version]:
-    """Versions newest first that pass ``filters``; a path is followed back
+    """Versions newest first that pass ``filters``; see :func:`walk_named`."""
+    for version, _ in walk_named(repo, head, filters):
+        yield version
+
+
+def walk_named(
+    repo: pygit2.Repository, head: pygit2.Oid, filters: Filters
+) -> Iterator[tuple[Version, MemoryPath | None]]:
+    """Versions newest first that pass ``filters``, each with the name the
+    filtered path had in it (None without a path); a path is followed back
     across renames (the rename itself is listed, older commits are matched
     against the old name).
 
@@ -309,6 +318,7 @@ def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterato
     at_commit: dict[bytes, MemoryPath] = {}  # the name the path had in a commit not yet reached
     for commit in commits(repo, head):  # newest first
         version: Version | None = None
+        here: MemoryPath | None = None
         if tracked is not None:
             here = at_commit.pop(commit.id.raw, tracked)
             before = here
@@ -324,7 +334,7 @@ def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterato
                 continue
         version = version or Version.from_commit(commit)
         if filters.matches(version):
-            yield version
+            yield version, here
 
 
 def _in_parent(repo: pygit2.Repository, merge: CommitLike, parent: pygit2.Oid, path: MemoryPath) -> MemoryPath:

@@ -22,7 +22,7 @@ from vaultmem.core.crypto import Keyring
 from vaultmem.core.paths import MemoryPath, parse
 from vaultmem.core.policy import Policy
 from vaultmem.core.versions import format_message, parse_trailers
-from vaultmem.errors import ConflictError
+from vaultmem.errors import ConflictError, ErasedError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Layouts, ReadRaw, SizeCache, Snapshot, TreeCache, TreeEditor
 
@@ -110,7 +110,12 @@ def build_main_merge(
     listed = {side: _files(snap) for side, snap in snaps.items()}
 
     def plain(side: rules.Side, path: str) -> bytes:
-        return keyring.open(path, read(listed[side][path]))
+        try:
+            return keyring.open(path, read(listed[side][path]))
+        except ErasedError:
+            if side != "base":
+                raise
+            return b""  # an erased common version: both sides' texts stand alone (a conflict keeps both)
 
     tips = {
         side: rules.Tip(listed[side], side_renames(repo, base, tip, listed["base"]), str(tip)[:LABEL])

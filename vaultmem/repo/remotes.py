@@ -39,9 +39,9 @@ import pygit2
 from vaultmem.core.crypto import Keyring, UserKey
 from vaultmem.core.versions import split_seal
 from vaultmem.errors import ConflictError, IntegrityError, VaultError, WrongKeyError
-from vaultmem.git import durable
+from vaultmem.git import durable, prune
 from vaultmem.git.commits import CommitPath, Damaged, read_ref
-from vaultmem.repo.keys import KEYRING_REF, keyring_blob
+from vaultmem.repo.keys import KEYRING_REF, keyring_blob, keyring_objects
 from vaultmem.repo.merge import MergeReport
 from vaultmem.repo.policy import POLICY_REF
 
@@ -335,21 +335,28 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
     fetch(repo, name)
     result = Transfer(name)
     moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]] = []
+    replaced: set[str] = set()  # a keyring an erasure replaced: the one move that is not a fast-forward
     for ref in PUSH_ORDER:
         local = repo.references.get(ref)
         if local is None:
             continue
         theirs = repo.references.get(tracking(name, ref))
+        forced = False
         if theirs is not None:
             if theirs.target == local.target:
                 continue
-            if not repo.descendant_of(local.target, theirs.target):
+            forced = ref == KEYRING_REF and replaces(
+                repo, pygit2.Oid(hex=str(local.target)), pygit2.Oid(hex=str(theirs.target))
+            )
+            if not forced and not repo.descendant_of(local.target, theirs.target):
                 raise ConflictError(
                     f"Error: the remote {name!r} holds versions of {short_name(ref)} this vault does not have; "
                     "pull first. Nothing was pushed."
                 )
         old = pygit2.Oid(hex=str(theirs.target)) if theirs is not None else None
         moves.append((ref, old, pygit2.Oid(hex=str(local.target))))
+        if forced:
+            replaced.add(ref)
         result.moved[short_name(ref)] = (str(old) if old is not None else None, str(local.target))
     if not moves:
         return result
@@ -359,10 +366,22 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
     server = local_path(remote.url or "")
     if server is None:
         # A git server: receive-pack moves each ref only from the id this push
-        # names (the one checked above), under its lock; no '+': never forced.
-        _send(repo, name, [f"{ref}:{ref}" for ref, _, _ in moves], progress)
+        # names (the one checked above), under its lock; no '+': never forced,
+        # but for a keyring an erasure replaced (the server must allow that).
+        specs = [f"{'+' if ref in replaced else ''}{ref}:{ref}" for ref, _, _ in moves]
+        try:
+            _send(repo, name, specs, progress)
+        except VaultError as err:
+            if replaced:
+                raise VaultError(
+                    f"{err.fact} The keyring on {name!r} must be replaced after an erasure: let this remote "
+                    'accept a forced update of refs/heads/vaultmem-keyring (docs/erasure.md, "Clones and servers").'
+                ) from err
+            raise
     else:
         _push_local(repo, name, server, moves, progress)
+        if replaced:
+            _prune_server_keyrings(server, moves)
     # The push has landed: the tracking refs now learn what the server holds.
     # If that fails here (a full disk), the push still stands, and the next
     # sync's fetch catches up.
@@ -422,6 +441,20 @@ def _push_local(
         _move_branches(name, server, token, moves)
     finally:
         _remove_incoming(token)
+
+
+def _prune_server_keyrings(server: Path, moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]]) -> None:
+    """On a server on this machine, remove the keyring an erasure replaced
+    (best effort: the push has landed; the next push tries again)."""
+    with contextlib.suppress(Exception):
+        there = pygit2.Repository(str(server), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        try:
+            for ref, old, new in moves:
+                if ref == KEYRING_REF and old is not None:
+                    doomed = keyring_objects(there, [old]) - keyring_objects(there, [new])
+                    prune.drop(server, doomed, there)
+        finally:
+            there.free()
 
 
 def _move_branches(
@@ -554,11 +587,51 @@ def relation(repo: pygit2.Repository, name: str, ref: str, local: pygit2.Oid | N
     if repo.descendant_of(local, theirs):
         return "none"  # this vault is ahead: push
     if repo.merge_base(local, theirs) is None and ref == KEYRING_REF:
+        if same_vault(repo, local, theirs):
+            return "merge"  # format 2: an erasure on one side made its keyring a new root
         raise ConflictError(
             f"Error: the remote {name!r} holds a {short_name(ref)} with no version in common with this vault's: "
             "it is another vault, or its history was replaced. Nothing was changed."
         )
     return "merge"
+
+
+def _ring_doc(repo: pygit2.Repository, oid: pygit2.Oid) -> dict[str, Any] | None:
+    try:
+        return Keyring.parse(keyring_blob(repo, oid))
+    except VaultError:
+        return None
+
+
+def _ids(doc: dict[str, Any]) -> set[str]:
+    entries = [*doc.get("data_keys", []), *(doc.get("epochs") or [])]
+    return {str(entry.get("id")) for entry in entries if isinstance(entry, dict)}
+
+
+def same_vault(repo: pygit2.Repository, local: pygit2.Oid, theirs: pygit2.Oid) -> bool:
+    """Whether two format 2 keyrings with no commit in common are one
+    vault's (they share a key): after an erasure, a keyring is a new root."""
+    mine, other = _ring_doc(repo, local), _ring_doc(repo, theirs)
+    if mine is None or other is None or mine.get("vaultmem_format", 1) < 2 or other.get("vaultmem_format", 1) < 2:
+        return False
+    return bool(_ids(mine) & _ids(other))
+
+
+def replaces(repo: pygit2.Repository, local: pygit2.Oid, theirs: pygit2.Oid) -> bool:
+    """Whether this vault's keyring may replace the remote's although it does
+    not descend from it: a format 2 keyring that an erasure made a new root,
+    holding every key the remote's holds (or its erasure: every erasure the
+    remote's records, this one records too).  A pull merges first, so this
+    holds after a pull."""
+    mine, other = _ring_doc(repo, local), _ring_doc(repo, theirs)
+    if mine is None or other is None or mine.get("vaultmem_format", 1) < 2 or other.get("vaultmem_format", 1) < 2:
+        return False
+    try:
+        root = not repo[local].peel(pygit2.Commit).parent_ids
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+    erased_mine, erased_other = mine.get("erased") or {}, other.get("erased") or {}
+    return root and _ids(mine) >= _ids(other) and set(erased_mine) >= set(erased_other)
 
 
 def check_keyring(

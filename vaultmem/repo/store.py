@@ -5,6 +5,7 @@ history, restore, verify.  Knows git; knows nothing about Claude's strings.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,9 @@ import pygit2
 
 from vaultmem.core import paths
 from vaultmem.core.crypto import (
+    FORMAT_VERSION,
+    FORMATS,
+    Erasure,
     Keyring,
     UserKey,
     check_new_passphrase,
@@ -32,7 +36,16 @@ from vaultmem.core.crypto import (
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import Policy
 from vaultmem.core.values import is_int
-from vaultmem.core.versions import RESTORED_FROM, SEAL_HEADER, Filters, Version, format_message, parse_when, parse_words
+from vaultmem.core.versions import (
+    RESTORED_FROM,
+    SEAL_HEADER,
+    Filters,
+    Version,
+    format_message,
+    parse_trailers,
+    parse_when,
+    parse_words,
+)
 from vaultmem.errors import (
     BadKeyError,
     ConflictError,
@@ -43,7 +56,7 @@ from vaultmem.errors import (
     VaultError,
 )
 from vaultmem.git import commits as commit_path
-from vaultmem.git import durable, objects
+from vaultmem.git import durable, objects, prune
 from vaultmem.git.commits import DAMAGED, CommitPath, Draft, RefMoved, ident, read_ref_or_damaged, replay
 from vaultmem.git.journal import Journal
 from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor
@@ -95,6 +108,7 @@ class Change:
     moves: list[tuple[MemoryPath, MemoryPath]] = field(default_factory=list)
     restores: list[tuple[MemoryPath, tuple[int, bytes] | None]] = field(default_factory=list)
     trailers: list[tuple[str, str]] = field(default_factory=list)
+    subject: str | None = None  # instead of the paths, after "memory: COMMAND "
 
     def write(self, path: MemoryPath, content: bytes) -> Change:
         self.writes.append((path, content))
@@ -135,6 +149,10 @@ class Store:
         self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
         self._chain_lock = threading.Lock()
         self.reads = ReadLog(path)
+        self._keyring_stamp: list[tuple[int, int, int] | None] | None = None
+        self._keyring_changed()
+        self._erasure_checked = False
+        self._replaced_keyrings: set[bytes] = set()  # keyrings an erasure replaced: removed again if fetched
 
     def close(self) -> None:
         """Finish pending upkeep and release the vault's file descriptors
@@ -142,6 +160,15 @@ class Store:
         self._upkeep.stop()
         self._lock.close()
         self._commits.close()
+        self._free_handle()
+
+    def _free_handle(self) -> None:
+        """Release this thread's libgit2 handle and the packs it maps (a
+        handle is freed only by the cycle collector otherwise)."""
+        repo = getattr(self._local, "repo", None)
+        self._local.repo = None
+        if repo is not None:
+            repo.free()
 
     def __enter__(self) -> Self:
         return self
@@ -189,8 +216,13 @@ class Store:
         key_file: str | os.PathLike[str] | None = None,
         passphrase: str | None = None,
         clock: Clock = time.time,
+        storage_format: int = FORMAT_VERSION,
     ) -> Self:
-        """Create a new, empty vault in ``path`` (which must be missing or empty)."""
+        """Create a new, empty vault in ``path`` (which must be missing or empty).
+        ``storage_format=1`` makes a vault of the format before erasure
+        existed (for tests of the migration and of old vaults)."""
+        if storage_format not in FORMATS:
+            raise VaultError(f"Error: storage format {storage_format!r} is not one this vaultmem writes (1 or 2).")
         folder = Path(path)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise VaultError(f"Error: {folder} exists and is not an empty folder; choose a new folder for the vault.")
@@ -209,14 +241,15 @@ class Store:
             repo = pygit2.init_repository(str(folder), bare=True, initial_head="main")
             repo.config["core.logAllRefUpdates"] = "false"
             repo.config["gc.auto"] = "0"
-            repo.config["vaultmem.format"] = "1"
+            repo.config["vaultmem.format"] = str(storage_format)
             repo.config["receive.denyNonFastForwards"] = "true"  # plain git cannot force a push into it
             (folder / durable.STATE_DIR).mkdir(mode=0o700)
-            keyring = Keyring.create(user_key, protector, now)
+            keyring = Keyring.create(user_key, protector, now, storage_format)
             vault = cls(folder, keyring, clock)
             durable.sync_filesystem(folder)
             with vault._lock.hold():
                 write_keyring(vault._commits, keyring, "vaultmem: create keyring", now)
+            vault._keyring_changed()  # the keyring it holds is the one just written
         except BaseException as err:
             # A full disk or a folder that is not writable: take back what
             # was made, so a refused init leaves the folder as it found it.
@@ -328,8 +361,46 @@ class Store:
             repo.odb.add_disk_alternate(self._alternate)
         return repo
 
+    def _keyring_changed(self) -> bool:
+        """Whether the keyring ref may have moved since the keyring was read
+        (two stats: its loose file and packed-refs)."""
+        stamp: list[tuple[int, int, int] | None] = []
+        for name in (KEYRING_REF, "packed-refs"):
+            try:
+                st = os.stat(os.path.join(self.path, name))
+                stamp.append((st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError:
+                stamp.append(None)
+        if stamp == self._keyring_stamp:
+            return False
+        self._keyring_stamp = stamp
+        return True
+
+    def refresh_keyring(self) -> None:
+        """Read the keyring again if another process changed it (an erasure
+        destroyed keys, a rotation added one): this instance then stops
+        reading what was erased, and never writes back a keyring it has
+        superseded."""
+        if not self._keyring_changed():
+            return
+        try:
+            ref = self.repo.references.get(KEYRING_REF)
+            if ref is None:
+                return
+            doc = Keyring.parse(keyring_blob(self.repo, ref.target))
+            if doc == self.keyring.doc:
+                return
+            ring = Keyring.unlock(doc, self.keyring.user_key)
+            if ring.intact and ring.supersedes(self.keyring):
+                self.keyring = ring
+            # Otherwise it was edited without the key, or rolled back (a key
+            # lost, an erased key back): verify() reports it; never adopted.
+        except (VaultError, pygit2.GitError, KeyError, ValueError):
+            self._keyring_stamp = None  # read again next time: it may be mid-write, or another key now opens it
+
     def snapshot(self, at: str | datetime | None = None) -> Snapshot:
         """A consistent read-only view of the memory, now or at a version."""
+        self.refresh_keyring()
         if at is not None:
             commit_id: bytes | None = self._resolve(at).id.raw
         else:
@@ -456,6 +527,7 @@ class Store:
         actor: str,
         session: str | None = None,
         skip_if_unchanged: bool = False,
+        after: Callable[[Version], None] | None = None,
     ) -> Version | None:
         """Apply one change as exactly one durable commit.
 
@@ -464,11 +536,15 @@ class Store:
         ``skip_if_unchanged``, a change that would leave the memory as it is
         makes no commit and returns None (restore); otherwise every successful
         mutation is recorded, even one that replaced text with itself.
+        ``after`` runs with the new version, still under the writer lock
+        (an erasure destroys its keys there).
         """
         _check_label("actor", actor)
         _check_label("session", session, optional=True)
         with self._lock.hold():
             self._commits.recover()
+            if not self._erasure_checked:
+                self._finish_erasure()
             self._upkeep.remove_redundant()
             for attempt in range(ATTEMPTS):
                 snap = self.snapshot()
@@ -484,7 +560,9 @@ class Store:
                     objects.TREE,
                     objects.encode_tree({b"memories": (objects.MODE_TREE, memories)} if memories else {}),
                 )
-                message = format_message(change.command, change.paths, actor, session, change.trailers)
+                message = format_message(
+                    change.command, change.paths, actor, session, change.trailers, subject=change.subject
+                )
                 parents = [snap.commit_id] if snap.commit_id is not None else []
                 draft = Draft(root.id, parents, ident(actor, actor), now, message)
                 try:
@@ -499,17 +577,20 @@ class Store:
                 break
             self._recent.add([*editor.new, root, commit])
             self.reads.note(_written(change), now, always=True)
+            version = Version(
+                id=commit.id.hex(),
+                time=datetime.fromtimestamp(now, tz=timezone.utc),
+                actor=actor,
+                session=session,
+                command=change.command,
+                paths=tuple(p.text for p in change.paths),
+                message=message,
+                restored_from=next((v for k, v in change.trailers if k == RESTORED_FROM), None),
+            )
+            if after is not None:
+                after(version)
         self._upkeep.poke()
-        return Version(
-            id=commit.id.hex(),
-            time=datetime.fromtimestamp(now, tz=timezone.utc),
-            actor=actor,
-            session=session,
-            command=change.command,
-            paths=tuple(p.text for p in change.paths),
-            message=message,
-            restored_from=next((v for k, v in change.trailers if k == RESTORED_FROM), None),
-        )
+        return version
 
     def _stage(self, snap: Snapshot, editor: TreeEditor, change: Change, now: int) -> None:
         for target, entry in change.restores:
@@ -753,6 +834,179 @@ class Store:
                 progress(done, len(files))
         return change
 
+    def migrate(self) -> bool:
+        """Move a format 1 vault to format 2, in one keyring commit (crash-safe:
+        the keyring ref moves once).  Every commit keeps its id and its seal;
+        the data keys stay, to read what was written under them; everything
+        written from now on is encrypted under per-version keys that erasure
+        can destroy one by one.  False if the vault is in format 2 already."""
+        with self._lock.hold():
+            self._commits.recover()
+            self._keyring_stamp = None
+            self.refresh_keyring()
+            if self.keyring.format >= 2:
+                return False
+            keys.check_unchanged(self.repo, self.keyring)
+            now = int(self.clock())
+            self.keyring.migrate(now)
+            try:
+                write_keyring(self._commits, self.keyring, "vaultmem: migrate to storage format 2", now)
+            except BaseException:
+                self._keyring_stamp = None  # the keyring on disk is still format 1: read it again
+                self.refresh_keyring_from_disk()
+                raise
+            with contextlib.suppress(pygit2.GitError, OSError):
+                self.repo.config["vaultmem.format"] = "2"
+            self._keyring_stamp = None
+            self._keyring_changed()
+        return True
+
+    def refresh_keyring_from_disk(self) -> None:
+        """Replace the keyring held in memory by the one on disk, whatever it is."""
+        ref = self.repo.references.get(KEYRING_REF)
+        if ref is not None:
+            doc = Keyring.parse(keyring_blob(self.repo, ref.target))
+            self.keyring = Keyring.unlock(doc, self.keyring.user_key)
+
+    def read_blob(self, oid: bytes) -> bytes:
+        """The raw (encrypted) bytes of the object ``oid``."""
+        return self._read_raw(oid)
+
+    def destroy_keys(self, blobs: dict[str, tuple[str, int]], erasure: Erasure) -> list[str]:
+        """Destroy the keys of ``blobs`` (``{blob id: (epoch, nonce)}``);
+        see :meth:`destroy_keys_locked`."""
+        with self._lock.hold():
+            self._commits.recover()
+            return self.destroy_keys_locked(blobs, erasure)
+
+    def destroy_keys_locked(self, blobs: dict[str, tuple[str, int]], erasure: Erasure) -> list[str]:
+        """Destroy the keys of ``blobs`` and every copy on disk of a keyring
+        that held them: the keyring becomes a new root commit, the old
+        keyring commits and their objects are removed from the loose objects
+        and the packs, other refs naming an old keyring (a remote's) are
+        removed (the next sync fetches the remote's again), and the journal
+        is wiped.  Run again, it removes whatever a crash left behind.  The
+        caller holds the writer lock.  The blob ids destroyed now."""
+        self._keyring_stamp = None
+        self.refresh_keyring()
+        keys.check_unchanged(self.repo, self.keyring)
+        now = int(self.clock())
+        tips = keys.keyring_tips(self.repo)
+        done = self.keyring.destroy(blobs, erasure, now)
+        try:
+            if done:
+                files = "file version" if len(done) == 1 else "file versions"
+                message = f"vaultmem: erase the keys of {len(done)} {files} ({erasure.commit})"
+                commit_path.step("erase-keys")
+                write_keyring(self._commits, self.keyring, message, now, root=True)
+            commit_path.step("erase-prune")
+            self._drop_old_keyrings(tips)
+            commit_path.step("erase-pruned")
+        except OSError as err:
+            raise StorageError(
+                f"Error: the erasure is recorded in {erasure.commit[:10]}, but removing the old keys failed "
+                f"({commit_path.storage_reason(err)}). Run the same erasure again to finish it."
+            ) from err
+        self._keyring_stamp = None
+        self._keyring_changed()
+        return done
+
+    # An erasure in progress: written (synced) before its forget commit,
+    # removed once its keys are destroyed.  A writer that finds one left by a
+    # killed process finishes that erasure, or drops it if its commit never landed.
+    _ERASING = "erasing"
+
+    def begin_erasure(self, blobs: dict[str, tuple[str, int]]) -> None:
+        """Record an erasure about to be committed (under the writer lock)."""
+        head = self._head()
+        doc = {"head": str(head) if head is not None else None, "blobs": {k: list(v) for k, v in blobs.items()}}
+        path = self.path / durable.STATE_DIR / self._ERASING
+        tmp = path.with_name(f"tmp-{os.getpid()}.erasing")
+        try:
+            with open(tmp, "w", encoding="ascii") as fh:
+                json.dump(doc, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.rename(tmp, path)
+            durable.sync_dir(path.parent)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise StorageError(
+                f"Error: {commit_path.storage_reason(err)}, so nothing was erased. Free space or fix the "
+                "permissions, then run the erasure again."
+            ) from err
+
+    def end_erasure(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path / durable.STATE_DIR / self._ERASING)
+
+    def _finish_erasure(self) -> None:
+        """Finish (or drop) an erasure a killed process left; under the writer lock."""
+        self._erasure_checked = True
+        path = self.path / durable.STATE_DIR / self._ERASING
+        try:
+            doc = json.loads(path.read_text(encoding="ascii"))
+            blobs = {str(k): (str(v[0]), int(v[1])) for k, v in doc["blobs"].items()}
+            start = doc["head"]
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            self.end_erasure()  # unreadable: its commit, if any, is re-run by hand (verify says so)
+            return
+        head = self._head()
+        found: Version | None = None
+        if head is not None:
+            for steps, commit in enumerate(first_parents(self.repo, head)):
+                if str(commit.id) == start or steps > 10_000:
+                    break
+                version = Version.from_commit(commit)
+                listed = {value.split(" ")[-1] for value in parse_trailers(commit.message).get("Vaultmem-Erased", [])}
+                if version.command == "forget" and listed == set(blobs):
+                    found = version
+                    break
+        if found is not None:
+            reason = parse_trailers(found.message).get("Vaultmem-Reason", [""])[0]
+            erasure = Erasure(found.id, found.actor, int(found.time.timestamp()), reason)
+            self.destroy_keys_locked(blobs, erasure)
+        self.end_erasure()
+
+    def finish_erasure(self) -> None:
+        """Finish an erasure a killed process left, if any (takes the writer lock)."""
+        with self._lock.hold():
+            self._commits.recover()
+            self._finish_erasure()
+
+    def _drop_old_keyrings(self, tips: list[pygit2.Oid]) -> None:
+        repo = self.repo
+        current = repo.references[KEYRING_REF].target
+        assert isinstance(current, pygit2.Oid)
+        for name in list(repo.references):
+            if name != KEYRING_REF and name.endswith("/vaultmem-keyring"):
+                with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                    repo.references.delete(name)
+        keep = keys.keyring_objects(repo, [current])
+        doomed = keys.keyring_objects(repo, [*tips, current]) - keep
+        self._replaced_keyrings |= {tip.raw for tip in tips if tip.raw not in keep}
+        if self.keyring.format >= 2:
+            doomed |= self._stray_keyrings(keep)
+        prune.drop(self.path, doomed, repo)
+        self._commits.scrub()
+        durable.sync_filesystem(self.path)
+        self._free_handle()  # a fresh handle: libgit2 lists the packs again
+
+    def _stray_keyrings(self, keep: set[bytes]) -> set[bytes]:
+        """Objects of held keyring packs (see :mod:`vaultmem.git.prune`) that
+        the current keyring no longer uses: left by an erasure cut short."""
+        out: set[bytes] = set()
+        pack_dir = self.path / "objects" / "pack"
+        for name in self._commits.held():
+            with contextlib.suppress(OSError, ValueError):
+                ids = {oid for oid, _, _ in objects.read_index((pack_dir / f"pack-{name}.idx").read_bytes())}
+                if not ids & keep:
+                    out |= ids
+        return out
+
     def decrypt_blob(self, data: bytes) -> tuple[str, str]:
         """``(path, text)`` of a raw vaultmem blob (for git's textconv driver)."""
         path, content = self.keyring.open_any(data)
@@ -799,9 +1053,31 @@ class Store:
         versions this vault lacks (pull first)."""
         repo = self._handle()  # its own handle: a push may run in another thread (AutoSync)
         try:
-            return sharing.push(repo, remote, progress)
+            result = sharing.push(repo, remote, progress)
+            if self.keyring.format >= 2:
+                self._drop_stray_keyrings(repo)
+            return result
         finally:
             repo.free()
+
+    def _drop_stray_keyrings(self, repo: pygit2.Repository) -> None:
+        """After a push that replaced the remote's keyring, remove the older
+        keyring its fetches brought back (named by no ref any more)."""
+        with self._lock.hold():
+            current = keys.keyring_objects(repo, keys.keyring_tips(repo))
+            doomed = self._stray_keyrings(current) | self._fetched_keyrings(repo, current)
+            if doomed:
+                prune.drop(self.path, doomed, repo)
+                self._free_handle()
+
+    def _fetched_keyrings(self, repo: pygit2.Repository, current: set[bytes]) -> set[bytes]:
+        """Keyring objects the pushes' and pulls' fetches left, that no ref names."""
+        out: set[bytes] = set()
+        for oid in self._replaced_keyrings:
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                out |= keys.keyring_objects(repo, [pygit2.Oid(raw=oid)])
+        self._replaced_keyrings.clear()
+        return out - current
 
     def pull(
         self,
@@ -859,12 +1135,25 @@ class Store:
             local_ring, their_ring = sharing.incoming(repo, remote, keys.KEYRING_REF)
             ring_step = sharing.relation(repo, remote, keys.KEYRING_REF, local_ring, their_ring)
             keyring = self.keyring
+            tips = keys.keyring_tips(repo)  # the remote's keyring too, as fetched
+            adopt = replace = False
             if ring_step != "none":
                 assert their_ring is not None
                 pulled = sharing.check_keyring(repo, their_ring, self.keyring, new_user_key)
                 if ring_step == "merge":
                     keys.check_unchanged(repo, self.keyring)
-                    pulled = merging.merge_keyrings(self.keyring, pulled, new_user_key is not None, now)
+                    merged = merging.merge_keyrings(self.keyring, pulled, new_user_key is not None, now)
+                    # An erasure on either side (format 2): the merged keyring
+                    # is a new root, and every older keyring leaves the disk.
+                    replace = merged.format >= 2 and (
+                        local_ring is None
+                        or repo.merge_base(local_ring, their_ring) is None
+                        or merged.erased.keys() != self.keyring.erased.keys()
+                        or merged.erased.keys() != pulled.erased.keys()
+                    )
+                    is_root = not repo[their_ring].peel(pygit2.Commit).parent_ids
+                    adopt = replace and is_root and merged.same_keys(pulled) and new_user_key is None
+                    pulled = pulled if adopt else merged
                 keyring = pulled
             steps = {}
             for ref in (MAIN, policy_mod.POLICY_REF):
@@ -890,16 +1179,18 @@ class Store:
                 # the fetched objects, before a merge commit names them (advance syncs for itself)
                 durable.sync_filesystem(self.path)
             # The keyring first: the versions that follow may use its data keys.
-            if ring_step == "advance":
+            if ring_step == "advance" or adopt:  # adopt: the remote's keyring is the merge, that very commit
                 assert their_ring is not None
                 sharing.advance(self._commits, keys.KEYRING_REF, local_ring, their_ring)
             elif ring_step == "merge":
                 assert their_ring is not None
                 message = "vaultmem: merge the keyrings of two clones"
-                write_keyring(self._commits, keyring, message, now, merged_from=their_ring.raw)
+                write_keyring(self._commits, keyring, message, now, merged_from=their_ring.raw, root=replace)
             if ring_step != "none":
                 assert their_ring is not None
                 self.keyring = keyring
+                if replace:
+                    self._drop_old_keyrings(tips)
                 new_ring = read_ref_or_damaged(self.path, keys.KEYRING_REF)
                 shown = new_ring.hex() if new_ring not in (None, DAMAGED) else str(their_ring)
                 result.moved["vaultmem-keyring"] = (str(local_ring) if local_ring else None, shown)

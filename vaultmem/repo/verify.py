@@ -42,7 +42,18 @@ from vaultmem.repo.history import UnreadableVersion, hiding_files, read_commit
 
 Progress = Callable[[int, int], None]
 Kind = Literal[
-    "object", "seal", "message", "tree", "blob", "keyring", "policy", "shallow", "grafts", "replace", "remote"
+    "object",
+    "seal",
+    "message",
+    "tree",
+    "blob",
+    "keyring",
+    "policy",
+    "shallow",
+    "grafts",
+    "replace",
+    "remote",
+    "erasure",
 ]
 
 
@@ -63,6 +74,7 @@ class VerifyReport:
     commits: int = 0
     blobs: int = 0
     trees: int = 0
+    erased: int = 0  # file versions erased on purpose (their keys destroyed): not findings
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -96,6 +108,8 @@ class Verifier:
         self._roots: LRU[bytes, bytes] = LRU(_DECODED_LIMIT)  # commit id -> root tree id, recent commits
         self._commit = ""
         self.missing_keys: set[str] = set()
+        self.erased: dict[bytes, str] = {}  # erased blob -> the erasure commit its record names
+        self.listed: dict[bytes, str] = {}  # blob -> the forget commit that lists it
 
     def find(self, kind: Kind, path: str | None, detail: str) -> None:
         self.report.findings.append(Finding(kind, self._commit or None, path, detail))
@@ -121,6 +135,10 @@ class Verifier:
         self._check_seal(raw)
         head, _, message = raw.partition(b"\n\n")
         self._check_message(head, message)
+        for line in message.split(b"\n"):
+            if line.startswith(b"Vaultmem-Erased: "):
+                with contextlib.suppress(ValueError, IndexError):
+                    self.listed[bytes.fromhex(line.split(b" ")[2].decode("ascii"))] = self._commit
         lines = head.split(b"\n")
         tree_line = lines[0]
         if not tree_line.startswith(b"tree ") or len(tree_line) != 45:
@@ -269,6 +287,11 @@ class Verifier:
                 self.missing_keys.add(key_id)
                 self.find("blob", path.text, f"encrypted with data key {key_id!r}, which is not in the keyring")
                 return
+            erasure = self.keyring.erasure_of(found[1])
+            if erasure is not None:
+                self.erased[oid] = erasure.commit
+                self.report.erased = len(self.erased)
+                return
             self.keyring.open(path.text, found[1])
         except VaultError:
             self.find("blob", path.text, "does not authenticate at this path (edited, or moved from another path)")
@@ -298,7 +321,11 @@ def verify(
         except VaultError as err:
             checker.find("keyring", None, f"the keyring on disk does not open: {err}")
     if keyring_doc is not None:
-        on_disk = {e.get("id") for e in keyring_doc.get("data_keys", []) if isinstance(e, dict)}
+        on_disk = {
+            e.get("id")
+            for e in [*keyring_doc.get("data_keys", []), *(keyring_doc.get("epochs") or [])]
+            if isinstance(e, dict)
+        }
         for key_id in sorted(set(keyring.keys) - on_disk):
             checker.find(
                 "keyring", None, f"data key {key_id} is gone from the keyring on disk (removed or rolled back)"
@@ -307,12 +334,42 @@ def verify(
     checker._commit = ""
     _hiding_files(repo, head, real, checker)
     _replace_refs(repo, real, checker)
+    _erasures(repo, checker, real)
     for key_id in sorted(checker.missing_keys - set(keyring.keys)):
         checker._commit = ""
         checker.find(
             "keyring", None, f"the history uses data key {key_id}, which the keyring lacks (removed or rolled back)"
         )
     return report
+
+
+def _erasures(repo: pygit2.Repository, checker: Verifier, real: set[bytes]) -> None:
+    """Every erased version is listed by a forget commit of the history, and
+    every version a forget commit lists is erased."""
+    for oid, commit in sorted(checker.erased.items()):
+        checker._commit = commit
+        if oid not in checker.listed or not commit or bytes.fromhex(commit) not in real:
+            checker.find(
+                "erasure",
+                None,
+                f"blob {oid.hex()} cannot be read (its key is destroyed) and no forget commit of the history lists it",
+            )
+    for oid, commit in sorted(checker.listed.items()):
+        if oid in checker.erased:
+            continue
+        checker._commit = commit
+        found = checker.read(oid, None)
+        if found is None:
+            continue
+        with contextlib.suppress(VaultError):
+            if checker.keyring.erasure_of(found[1]) is None:
+                checker.find(
+                    "erasure",
+                    None,
+                    f"blob {oid.hex()} is listed as erased but its key still exists: the erasure "
+                    "was cut short; run it again",
+                )
+    checker._commit = ""
 
 
 def _walk(repo: pygit2.Repository, head: pygit2.Oid, checker: Verifier, progress: Progress | None) -> set[bytes]:

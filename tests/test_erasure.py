@@ -1,0 +1,537 @@
+"""Erasure without rewriting history: forget, redact, forget_matching.
+
+Every test works on real vaults with real keys and checks with stock git; the
+byte scans read every file under the vault folder (objects loose and packed,
+refs, the state folder, the journal, the trash)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from tests.conftest import FakeClock, commit_count, git
+from vaultmem import Vault, VaultMemoryTool
+from vaultmem.core import shred
+from vaultmem.core.crypto import Keyring, UserKey
+from vaultmem.errors import ErasedError, NotFoundError, VaultError
+from vaultmem.git import commits
+
+MARKER = "ada.lovelace@example.com"
+
+
+def write(vault: Vault, **call: str) -> str:
+    return VaultMemoryTool(vault, actor="support-bot").call(call)
+
+
+@pytest.fixture
+def story(vault: Vault) -> dict[str, str]:
+    """ada.md written, edited, renamed; notes.md and other.md beside it."""
+    write(vault, command="create", path="/memories/customers/ada.md", file_text=f"email: {MARKER}\nplan: pro\n")
+    first = vault.head()
+    write(vault, command="create", path="/memories/other.md", file_text="unrelated\n")
+    write(vault, command="str_replace", path="/memories/customers/ada.md", old_str="pro", new_str="team")
+    second = vault.head()
+    write(vault, command="rename", old_path="/memories/customers/ada.md", new_path="/memories/customers/a-l.md")
+    write(vault, command="create", path="/memories/notes.md", file_text=f"called {MARKER} today\n")
+    return {"first": str(first), "second": str(second)}
+
+
+def every_file_bytes(folder: Path) -> list[tuple[str, bytes]]:
+    out = []
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            path = Path(root) / name
+            out.append((str(path.relative_to(folder)), path.read_bytes()))
+    return out
+
+
+def all_objects(folder: Path) -> bytes:
+    """Every object git can find, reachable or not, as its plain bytes."""
+    return subprocess.run(
+        ["git", "-C", str(folder), "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+        capture_output=True,
+        check=True,
+    ).stdout
+
+
+def inflated(data: bytes) -> list[bytes]:
+    """``data`` itself and every zlib stream found in it (loose objects, git's packs)."""
+    out = [data]
+    at = 0
+    while True:
+        at = data.find(b"\x78", at)
+        if at < 0 or at + 2 > len(data):
+            return out
+        try:
+            piece = zlib.decompressobj().decompress(data[at:])
+            if piece:
+                out.append(piece)
+        except zlib.error:
+            pass
+        at += 1
+
+
+def keyring_docs(blobs: list[bytes]) -> list[dict[str, object]]:
+    docs = []
+    for data in blobs:
+        start = 0
+        while (start := data.find(b'{\n  "active"', start)) >= 0:
+            end = data.find(b"\n}\n", start)
+            if end < 0:
+                break
+            with contextlib.suppress(ValueError):
+                docs.append(json.loads(data[start : end + 3]))
+            start = end
+    return docs
+
+
+def assert_no_key_left(folder: Path, key: str, erased: list[bytes]) -> None:
+    """No keyring anywhere under ``folder`` (any object, any file, any zlib
+    stream in them) derives a key that opens one of ``erased``."""
+    user = UserKey.from_string(key)
+    pieces = [all_objects(folder)]
+    for _name, data in every_file_bytes(folder):
+        pieces.extend(inflated(data) if len(data) < 4 << 20 else [data])
+    docs = keyring_docs(pieces)
+    assert docs, "the scan found no keyring at all: it would prove nothing"
+    for doc in docs:
+        ring = Keyring.unlock(doc, user)  # type: ignore[arg-type]
+        for blob in erased:
+            with pytest.raises(VaultError):
+                ring.open_any(blob)
+        for blob in erased:
+            epoch, nonce = ring.nonce_of(blob) or ("", 0)
+            if epoch in ring.covers:
+                assert shred.leaf(ring.covers[epoch], nonce) is None
+
+
+def test_forget_erases_every_version_following_renames_and_keeps_the_chain(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    ids_before = git(vault_path, "rev-list", "main").split()
+    found = vault.forget("/memories/customers/a-l.md", reason="GDPR request 4411", actor="ops-alice", dry_run=True)
+    assert [v.path for v in found.versions] == [
+        "/memories/customers/ada.md",
+        "/memories/customers/ada.md",
+        "/memories/customers/a-l.md",
+    ]
+    assert commit_count(vault_path) == len(ids_before)  # the dry run wrote nothing
+    erased_blobs = [vault.read_blob(bytes.fromhex(v.blob)) for v in found.versions]
+    result = vault.forget("/memories/customers/a-l.md", reason="GDPR request 4411", actor="ops-alice")
+    assert result.commit is not None and result.removed == ("/memories/customers/a-l.md",)
+    # one audited commit; every earlier commit keeps its id
+    assert git(vault_path, "rev-list", "main").split()[1:] == ids_before
+    message = git(vault_path, "log", "-1", "--format=%B", "main")
+    assert "Vaultmem-Command: forget" in message and "Vaultmem-Reason: GDPR request 4411" in message
+    assert "ada" not in message and "a-l" not in message  # never the erased name
+    assert message.count("Vaultmem-Erased: ") == 3
+    for version in found.versions:
+        assert f"Vaultmem-Erased: {version.version} {version.blob}" in message
+    # unreadable to key holders, with a clear error
+    for at in (story["first"], story["second"]):
+        with pytest.raises(ErasedError, match=r"erased on \d{4}-\d\d-\d\d by ops-alice \(GDPR request 4411\)"):
+            vault.read("/memories/customers/ada.md", at=at)
+        reopened = Vault.open(vault_path, key=key)
+        with pytest.raises(ErasedError):
+            reopened.read("/memories/customers/ada.md", at=at)
+    with pytest.raises(NotFoundError):
+        vault.read("/memories/customers/a-l.md")
+    # other files' history is intact
+    assert vault.read("/memories/other.md") == "unrelated\n"
+    assert MARKER in vault.read("/memories/notes.md")
+    report = Vault.open(vault_path, key=key).verify()
+    assert report.ok, report.problems
+    assert report.erased == 3
+    subprocess.run(["git", "-C", str(vault_path), "fsck", "--strict"], check=True, capture_output=True)
+    assert_no_key_left(vault_path, key, erased_blobs)
+
+
+def test_redacting_one_version_leaves_the_versions_before_and_after_it(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    write(vault, command="str_replace", path="/memories/customers/a-l.md", old_str="team", new_str="enterprise")
+    result = vault.redact(story["second"], "/memories/customers/ada.md", reason="wrong customer", actor="ops")
+    assert [v.version for v in result.versions] == [story["second"]]
+    assert result.removed == ()
+    assert MARKER in vault.read("/memories/customers/ada.md", at=story["first"])
+    with pytest.raises(ErasedError, match=r"\(wrong customer\)"):
+        vault.read("/memories/customers/ada.md", at=story["second"])
+    assert "enterprise" in vault.read("/memories/customers/a-l.md")
+    assert Vault.open(vault_path, key=key).verify().ok
+
+
+def test_redacting_the_current_version_takes_the_file_out_of_the_memory(vault: Vault, story: dict[str, str]) -> None:
+    result = vault.redact("main", "/memories/notes.md", reason="pasted by mistake")
+    assert result.removed == ("/memories/notes.md",)
+    assert [e.path for e in vault.listing("/memories")] == [
+        "/memories/customers",
+        "/memories/customers/a-l.md",
+        "/memories/other.md",
+    ]
+
+
+def test_forget_matching_lists_first_then_forgets_every_match(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    dry = vault.forget_matching(MARKER, reason="GDPR request 4411", dry_run=True)
+    assert sorted({v.path for v in dry.versions}) == [
+        "/memories/customers/a-l.md",
+        "/memories/customers/ada.md",
+        "/memories/notes.md",
+    ]
+    assert not vault.verify().erased
+    done = vault.forget_matching(MARKER, reason="GDPR request 4411")
+    assert {v.blob for v in done.versions} == {v.blob for v in dry.versions}
+    assert vault.find(MARKER) == []
+    assert vault.read("/memories/other.md") == "unrelated\n"
+    again = vault.forget_matching(MARKER, reason="GDPR request 4411")
+    assert again.versions == () and again.commit is None  # nothing left: no second commit
+    assert Vault.open(vault_path, key=key).verify().ok
+
+
+def test_restore_and_undo_refuse_to_bring_erased_content_back(
+    vault: Vault, vault_path: Path, story: dict[str, str]
+) -> None:
+    vault.forget("/memories/customers/a-l.md", reason="GDPR request 4411", actor="ops")
+    count = commit_count(vault_path)
+    with pytest.raises(ErasedError, match="erased content is never restored"):
+        vault.undo()
+    with pytest.raises(ErasedError, match=r"erased on .* by ops"):
+        vault.restore(story["second"])
+    with pytest.raises(ErasedError):
+        vault.restore(story["second"], path="/memories/customers/ada.md")
+    assert commit_count(vault_path) == count  # nothing was changed
+    # a path that holds nothing erased still restores from that version
+    write(vault, command="str_replace", path="/memories/other.md", old_str="unrelated", new_str="changed")
+    assert vault.restore(story["second"], path="/memories/other.md") is not None
+    assert vault.read("/memories/other.md") == "unrelated\n"
+
+
+def test_a_vault_opened_elsewhere_stops_reading_what_was_erased(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    other = Vault.open(vault_path, key=key)
+    assert MARKER in other.read("/memories/customers/ada.md", at=story["first"])
+    vault.forget("/memories/customers/a-l.md", reason="GDPR request 4411")
+    with pytest.raises(ErasedError):
+        other.read("/memories/customers/ada.md", at=story["first"])
+    write(other, command="create", path="/memories/after.md", file_text="x\n")  # and it writes on
+    assert Vault.open(vault_path, key=key).verify().ok
+
+
+def test_erasure_after_stock_git_gc_rewrites_the_pack_that_held_the_old_keyring(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    vault.close()
+    subprocess.run(["git", "-C", str(vault_path), "gc", "--quiet"], check=True)
+    vault = Vault.open(vault_path, key=key)
+    found = vault.forget("/memories/customers/a-l.md", reason="r", dry_run=True)
+    blobs = [vault.read_blob(bytes.fromhex(v.blob)) for v in found.versions]
+    vault.forget("/memories/customers/a-l.md", reason="r")
+    assert_no_key_left(vault_path, key, blobs)
+    assert vault.read("/memories/other.md") == "unrelated\n"
+    subprocess.run(["git", "-C", str(vault_path), "fsck", "--strict"], check=True, capture_output=True)
+    assert Vault.open(vault_path, key=key).verify().ok
+
+
+def test_erasure_needs_a_reason_and_changes_nothing_without_one(
+    vault: Vault, vault_path: Path, story: dict[str, str]
+) -> None:
+    count = commit_count(vault_path)
+    for reason in ("", "   ", "two\nlines", "x" * 501, None):
+        with pytest.raises(VaultError):
+            vault.forget("/memories/notes.md", reason=reason)  # type: ignore[arg-type]
+    with pytest.raises(NotFoundError):
+        vault.forget("/memories/never.md", reason="r")
+    assert commit_count(vault_path) == count
+
+
+def test_a_format_1_vault_reads_and_refuses_erasure_until_migrated(tmp_path: Path, key: str) -> None:
+    old = Vault.init(tmp_path / "v1", key=key, storage_format=1)
+    write(old, command="create", path="/memories/a.md", file_text="a\n")
+    assert old.keyring.format == 1
+    reopened = Vault.open(tmp_path / "v1", key=key)
+    assert reopened.read("/memories/a.md") == "a\n"
+    with pytest.raises(VaultError, match="migrate"):
+        reopened.forget("/memories/a.md", reason="r")
+    assert reopened.verify().ok
+
+
+def test_the_textconv_driver_says_a_version_was_erased(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    vault.forget("/memories/customers/a-l.md", reason="GDPR request 4411", actor="ops")
+    blob = vault_path.parent / "blob.txt"
+    spec = f"{story['first']}:memories/customers/ada.md"
+    blob.write_bytes(vault.read_blob(pygit2.Repository(str(vault_path)).revparse_single(spec).id.raw))
+    done = subprocess.run(
+        ["vaultmem", "--vault", str(vault_path), "textconv", str(blob)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "VAULTMEM_KEY": key},
+    )
+    assert "erased on" in done.stdout + done.stderr and "GDPR request 4411" in done.stdout + done.stderr
+    assert MARKER not in done.stdout
+
+
+def test_cli_forget_and_redact_with_dry_run_and_json(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    env = {**os.environ, "VAULTMEM_KEY": key}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["vaultmem", "--vault", str(vault_path), *args], capture_output=True, text=True, env=env)
+
+    dry = run("forget", "--matching", MARKER, "--reason", "GDPR 4411", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    listed = json.loads(dry.stdout)
+    assert listed["dry_run"] is True and len(listed["erased"]) == 4 and listed["commit"] is None
+    text = run("redact", story["first"], "/memories/customers/ada.md", "--reason", "mistake", "--actor", "ops")
+    assert text.returncode == 0, text.stderr
+    assert "Erased 1 file version" in text.stdout
+    again = run("forget", "/memories/customers/a-l.md", "--reason", "GDPR 4411", "--json")
+    done = json.loads(again.stdout)
+    assert len(done["erased"]) == 2 and len(done["already_erased"]) == 1 and done["commit"]
+    missing = run("forget", "--reason", "x")
+    assert missing.returncode != 0 and "PATH" in missing.stderr
+    shown = run("cat", "/memories/customers/ada.md", "--at", story["first"])
+    assert shown.returncode != 0 and "erased on" in shown.stderr and "(mistake)" in shown.stderr
+    log = run("log", "--json")
+    assert json.loads(log.stdout)[0]["command"] == "forget"
+
+
+def test_forget_of_a_large_pattern_of_files_and_reopen(tmp_path: Path, key: str) -> None:
+    clock = FakeClock()
+    vault = Vault.init(tmp_path / "v", key=key, clock=clock)
+    for i in range(30):
+        write(vault, command="create", path=f"/memories/t{i}.md", file_text=f"ticket TS-{i:06d} for {MARKER}\n")
+    result = vault.forget_matching(r"TS-0000[0-9]{2}", regex=True, reason="retention of tickets")
+    assert len(result.versions) == 30 and len(result.removed) == 30
+    assert Vault.open(tmp_path / "v", key=key).verify().ok
+
+
+def test_erasure_leaves_no_marker_anywhere_and_keeps_git_clean(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    vault.forget_matching(MARKER, reason="GDPR request 4411")
+    for name, data in every_file_bytes(vault_path):
+        for piece in inflated(data) if len(data) < 4 << 20 else [data]:
+            assert MARKER.encode() not in piece, name
+            assert base64.b64encode(MARKER.encode()) not in piece, name
+    subprocess.run(["git", "-C", str(vault_path), "fsck", "--strict", "--full"], check=True, capture_output=True)
+
+
+# -- killed mid-erasure ------------------------------------------------------------------
+
+DIE_AT = r"""
+import os, sys
+from vaultmem import Vault
+from vaultmem.git import commits
+path, key, target, mode = sys.argv[1:5]
+seen = []
+def die(name):
+    seen.append(name)
+    if mode != "count" and len(seen) == int(mode):
+        os._exit(7)  # as a SIGKILL would: nothing is cleaned up
+commits.on_step = die
+vault = Vault.open(path, key=key)
+vault.forget(target, reason="GDPR request 4411", actor="ops")
+print(len(seen))
+"""
+
+
+def run_child(vault_path: Path, key: str, mode: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", DIE_AT, str(vault_path), key, "/memories/customers/a-l.md", mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_forget_killed_at_any_step_is_before_or_after_and_finishes_on_the_next_write(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str], tmp_path: Path
+) -> None:
+    vault.close()
+    template = tmp_path / "template.vault"
+    shutil.copytree(vault_path, template)
+    counted = run_child(vault_path, key, "count")
+    assert counted.returncode == 0, counted.stderr
+    steps = int(counted.stdout.split()[-1])
+    assert steps >= 15  # the forget commit, the keyring, the removal of the old one
+    blobs = None
+    for k in range(1, steps + 1):
+        case = tmp_path / f"case-{k}.vault"
+        shutil.copytree(template, case)
+        if blobs is None:
+            opened = Vault.open(case, key=key)
+            listed = opened.forget("/memories/customers/a-l.md", reason="r", dry_run=True).versions
+            blobs = [opened.read_blob(bytes.fromhex(v.blob)) for v in listed]
+            opened.close()
+        died = run_child(case, key, str(k))
+        assert died.returncode == 7, (k, died.stderr)
+        subprocess.run(["git", "-C", str(case), "fsck", "--strict"], check=True, capture_output=True)
+        after = Vault.open(case, key=key)
+        report = after.verify()
+        assert {f.kind for f in report.findings} <= {"erasure"}, (k, report.problems)
+        # the next write finishes a recorded erasure (or drops one whose commit never landed;
+        # a commit whose journal record was durable is finished by that write first)
+        write(after, command="create", path="/memories/after.md", file_text="next\n")
+        forgot = "memory: forget" in git(case, "log", "--format=%s", "main")
+        report = Vault.open(case, key=key).verify()
+        assert report.ok, (k, report.problems)
+        if forgot:
+            assert report.erased == 3, k
+            assert_no_key_left(case, key, blobs)
+        else:
+            assert report.erased == 0, k
+            assert after.read("/memories/customers/a-l.md").startswith("email:")
+        # and running the same erasure again is always safe
+        again = Vault.open(case, key=key).forget("/memories/customers/a-l.md", reason="again")
+        assert len(again.versions) == (0 if forgot else 3), k
+        assert Vault.open(case, key=key).verify().ok
+        assert_no_key_left(case, key, blobs)
+
+
+# -- retention ----------------------------------------------------------------------------
+
+
+def test_retention_forgets_exactly_the_old_versions_that_are_not_current(tmp_path: Path, key: str) -> None:
+    clock = FakeClock(1_790_000_000.0)
+    day = 86400
+    vault = Vault.init(tmp_path / "v", key=key, clock=clock)
+    write(vault, command="create", path="/memories/kept.md", file_text="old but current\n")  # day 0
+    write(vault, command="create", path="/memories/edited.md", file_text="v1\n")  # day 0
+    clock.now += 100 * day
+    write(vault, command="str_replace", path="/memories/edited.md", old_str="v1", new_str="v2")  # day 100
+    write(vault, command="create", path="/memories/gone.md", file_text="deleted later\n")  # day 100
+    clock.now += 200 * day
+    write(vault, command="str_replace", path="/memories/edited.md", old_str="v2", new_str="v3")  # day 300
+    write(vault, command="delete", path="/memories/gone.md")  # day 300
+    clock.now += 50 * day  # now: day 350
+    vault.set_policy(content_retention="300d", actor="ops")
+    assert vault.policy.content_retention == 300 * day
+    dry = vault.apply_retention(dry_run=True)
+    # written before day 50 and not current: only edited.md's first version
+    assert [(v.path, vault.read(v.path, at=v.version)) for v in dry.versions] == [("/memories/edited.md", "v1\n")]
+    clock.now += 60 * day  # day 410: now day 100's versions are older than 300 days too
+    dry = vault.apply_retention(dry_run=True)
+    assert sorted(v.path for v in dry.versions) == ["/memories/edited.md", "/memories/edited.md", "/memories/gone.md"]
+    done = vault.apply_retention(actor="ops")
+    assert done.commit is not None and done.removed == ()
+    message = git(tmp_path / "v", "log", "-1", "--format=%B", "main")
+    assert "Vaultmem-Erasure: retention" in message and "older than 300 days" in message
+    assert vault.read("/memories/kept.md") == "old but current\n"  # current content stays, however old
+    assert vault.read("/memories/edited.md") == "v3\n"
+    for version in dry.versions:
+        with pytest.raises(ErasedError, match="content retention"):
+            vault.read(version.path, at=version.version)
+    assert vault.apply_retention().commit is None  # nothing more: no empty commit
+    assert Vault.open(tmp_path / "v", key=key).verify().ok
+
+
+def test_a_tool_applies_the_policy_s_retention_by_itself(tmp_path: Path, key: str) -> None:
+    clock = FakeClock(1_790_000_000.0)
+    vault = Vault.init(tmp_path / "v", key=key, clock=clock)
+    write(vault, command="create", path="/memories/a.md", file_text="one\n")
+    write(vault, command="str_replace", path="/memories/a.md", old_str="one", new_str="two")
+    vault.set_policy(content_retention="30d", actor="ops")
+    clock.now += 31 * 86400
+    tool = VaultMemoryTool(vault, actor="bot")
+    tool.call({"command": "view", "path": "/memories"})
+    tool.call({"command": "create", "path": "/memories/b.md", "file_text": "b\n"})
+    forgets = [v for v in vault.history() if v.command == "forget"]
+    assert len(forgets) == 1 and forgets[0].actor == "vaultmem-retention"
+    assert vault.read("/memories/a.md") == "two\n"
+    with pytest.raises(ErasedError):
+        vault.read("/memories/a.md", at=vault.history()[-1].id)  # "one": written 31 days ago, replaced since
+
+
+# -- stock git beside an erasure ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["repack", "-a", "-d", "-q"], ["gc", "--quiet", "--prune=now"]])
+def test_git_maintenance_at_every_step_of_an_erasure_loses_nothing_and_keeps_no_key(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    """Stock git run at each named step of a forget (in this process, as the
+    step is reached): the erasure completes, the other files are whole, git
+    and verify are clean, and no copy of an erased key is left anywhere."""
+    vault.close()
+    template = tmp_path / "template.vault"
+    shutil.copytree(vault_path, template)
+    names: list[str] = []
+    commits.on_step = names.append
+    try:
+        Vault.open(vault_path, key=key).forget("/memories/customers/a-l.md", reason="count")
+    finally:
+        commits.on_step = None
+    assert "erase-prune" in names and "moved" in names
+    for at, step in enumerate(names):
+        case = shutil.copytree(template, tmp_path / f"case-{at}")
+        opened = Vault.open(case, key=key)
+        listed = opened.forget("/memories/customers/a-l.md", reason="r", dry_run=True).versions
+        blobs = [opened.read_blob(bytes.fromhex(v.blob)) for v in listed]
+        seen = [0]
+
+        def run_git(name: str, step: str = step, case: Path = case, seen: list[int] = seen) -> None:
+            if name == step and not seen[0]:
+                seen[0] = 1
+                subprocess.run(["git", "-C", str(case), *command], check=True, capture_output=True)
+
+        commits.on_step = run_git
+        try:
+            result = opened.forget("/memories/customers/a-l.md", reason="GDPR request 4411")
+        finally:
+            commits.on_step = None
+        assert seen[0] == 1 and len(result.versions) == 3, step
+        opened.close()
+        subprocess.run(["git", "-C", str(case), "fsck", "--strict"], check=True, capture_output=True)
+        report = Vault.open(case, key=key).verify()
+        assert report.ok and report.erased == 3, (step, report.problems)
+        assert Vault.open(case, key=key).read("/memories/other.md") == "unrelated\n"
+        assert_no_key_left(case, key, blobs)
+
+
+def test_writers_in_other_processes_keep_every_write_while_an_erasure_runs(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    vault.close()
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\n"
+            "from vaultmem import Vault, VaultMemoryTool\n"
+            "tool = VaultMemoryTool(Vault.open(sys.argv[1], key=sys.argv[2]), actor='w')\n"
+            "for n in range(60):\n"
+            "    tool.call({'command': 'create', 'path': f'/memories/w/{n}.md', 'file_text': f'{n}\\n'})\n"
+            "    print(n, flush=True)\n",
+            str(vault_path),
+            key,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == "0"  # it is writing
+    result = Vault.open(vault_path, key=key).forget_matching(MARKER, reason="GDPR request 4411")
+    acknowledged = [line.strip() for line in writer.stdout]
+    assert writer.wait(timeout=120) == 0
+    after = Vault.open(vault_path, key=key)
+    assert len(result.versions) == 4
+    for n in ["0", *acknowledged]:
+        assert after.read(f"/memories/w/{n}.md") == f"{n}\n"
+    report = after.verify()
+    assert report.ok and report.erased == 4, report.problems
+    subprocess.run(["git", "-C", str(vault_path), "fsck", "--strict"], check=True, capture_output=True)

@@ -1,0 +1,92 @@
+"""Erasure travels: a clone that syncs destroys the same keys.
+
+Two clones of one vault share a server (a bare repository by path, and the
+same over smart HTTP).  One erases; after a sync on each side, neither clone
+nor (for a server on this machine) the server holds a key that opens an
+erased version, every clone reports the versions as erased, and both keep
+working together."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from githttp import git_http
+from test_erasure import assert_no_key_left
+
+from vaultmem import Vault, VaultMemoryTool, generate_key
+from vaultmem.errors import ErasedError
+
+MARKER = "ada.lovelace@example.com"
+
+
+def write(vault: Vault, **call: object) -> str:
+    return VaultMemoryTool(vault, actor="agent").call(call)
+
+
+def bare(path: Path) -> Path:
+    subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(path)], check=True)
+    return path
+
+
+def two_clones(tmp_path: Path, url: str, key: str) -> tuple[Vault, Vault]:
+    first = Vault.init(tmp_path / "a.vault", key=key)
+    write(first, command="create", path="/memories/ada.md", file_text=f"{MARKER}\n")
+    write(first, command="str_replace", path="/memories/ada.md", old_str=MARKER, new_str=f"{MARKER} (pro)")
+    write(first, command="create", path="/memories/other.md", file_text="other\n")
+    first.add_remote("origin", url)
+    first.push()
+    second = Vault.clone(url, tmp_path / "b.vault", key=key)
+    return first, second
+
+
+@pytest.mark.parametrize("transport", ["path", "http"])
+def test_an_erasure_reaches_every_clone_that_syncs(
+    tmp_path: Path, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = generate_key()
+    server = bare(tmp_path / "srv" / "vault.git")
+    if transport == "path":
+        run(tmp_path, key, str(server), server)
+    else:
+        monkeypatch.setenv("VAULTMEM_GIT_USERNAME", "agent")
+        monkeypatch.setenv("VAULTMEM_GIT_PASSWORD", "s3cret")
+        with git_http(tmp_path / "srv", "agent", "s3cret") as (base, _log):
+            run(tmp_path, key, f"{base}/vault.git", None)
+
+
+def run(tmp_path: Path, key: str, url: str, server: Path | None) -> None:
+    first, second = two_clones(tmp_path, url, key)
+    found = first.forget("/memories/ada.md", reason="GDPR request 4411", dry_run=True).versions
+    blobs = [first.read_blob(bytes.fromhex(v.blob)) for v in found]
+    # the other clone writes meanwhile: its work is kept
+    write(second, command="create", path="/memories/b-side.md", file_text="written on b\n")
+    first.forget("/memories/ada.md", reason="GDPR request 4411", actor="ops")
+    assert_no_key_left(first.path, key, blobs)
+    first.sync(actor="a")  # pull (nothing new), push: the server's keyring is replaced
+    assert_no_key_left(first.path, key, blobs)
+    if server is not None:
+        assert_no_key_left(server, key, blobs)  # a server on this machine is cleaned as well
+    second.sync(actor="b")  # merges main, takes the erasure
+    for vault in (first, second):
+        vault.sync(actor="x")
+    assert_no_key_left(second.path, key, blobs)
+    assert_no_key_left(first.path, key, blobs)
+    for vault in (first, second):
+        for version in found:
+            with pytest.raises(ErasedError, match="GDPR request 4411"):
+                vault.read(version.path, at=version.version)
+        assert vault.read("/memories/b-side.md") == "written on b\n"
+        assert vault.read("/memories/other.md") == "other\n"
+        report = Vault.open(vault.path, key=key).verify()
+        assert report.ok, report.problems
+        assert report.erased == 2
+        subprocess.run(["git", "-C", str(vault.path), "fsck", "--strict"], check=True, capture_output=True)
+    # they go on sharing: one more write each way, then the same main everywhere
+    write(second, command="create", path="/memories/later.md", file_text="later\n")
+    second.sync(actor="b")
+    first.sync(actor="a")
+    assert first.read("/memories/later.md") == "later\n"
+    assert first.head() == second.head()
+    assert first.keyring.same_keys(second.keyring)

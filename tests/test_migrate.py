@@ -1,0 +1,210 @@
+"""Format 1 to format 2: lossless, crash-safe, every kind of format 1 vault.
+
+Each vault below is made in format 1 the way users made them (plain writes,
+renames, deletes, a rotated key, a re-encryption, a passphrase, a policy, an
+import, two clones merged through a server); the migration must keep every
+commit id, every seal, every version's content and ``verify``; new writes then
+use per-version keys, and those can be erased."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FakeClock, git
+from vaultmem import Vault, VaultMemoryTool, generate_key
+from vaultmem.errors import ErasedError, VaultError
+
+PASSPHRASE = "correct horse battery staple 42"
+
+
+def write(vault: Vault, actor: str = "bot", **call: object) -> str:
+    return VaultMemoryTool(vault, actor=actor).call(call)
+
+
+def plain(vault: Vault) -> None:
+    write(vault, command="create", path="/memories/a.md", file_text="alpha\n")
+    write(vault, command="str_replace", path="/memories/a.md", old_str="alpha", new_str="alpha two")
+    write(vault, command="create", path="/memories/dir/b.md", file_text="bravo\n")
+    write(vault, command="rename", old_path="/memories/dir", new_path="/memories/folder")
+    write(vault, command="insert", path="/memories/a.md", insert_line=0, insert_text="first line")
+    write(vault, command="delete", path="/memories/folder/b.md")
+
+
+def rotated(vault: Vault) -> None:
+    plain(vault)
+    vault.rotate_key()
+    write(vault, command="create", path="/memories/c.md", file_text="charlie\n")
+    vault.rotate_key(reencrypt=True)
+
+
+def with_policy(vault: Vault) -> None:
+    plain(vault)
+    vault.set_policy(max_files=50, actor="ops")
+    write(vault, command="create", path="/memories/d.md", file_text="delta\n")
+
+
+def imported(vault: Vault, tmp: Path) -> None:
+    folder = tmp / "sdk"
+    (folder / "memories" / "x").mkdir(parents=True)
+    (folder / "memories" / "x" / "one.md").write_text("one\n")
+    (folder / "memories" / "two.md").write_text("two\n")
+    vault.import_folder(folder, actor="ops")
+    write(vault, command="create", path="/memories/e.md", file_text="echo\n")
+
+
+def merged(vault: Vault, tmp: Path, key: str) -> None:
+    server = tmp / "server.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(server)], check=True)
+    write(vault, command="create", path="/memories/shared.md", file_text="one\ntwo\nthree\n")
+    vault.add_remote("origin", str(server))
+    vault.push()
+    with Vault.clone(str(server), tmp / "other.vault", key=key) as other:
+        write(other, command="str_replace", path="/memories/shared.md", old_str="one", new_str="ONE")
+        other.push()
+    write(vault, command="str_replace", path="/memories/shared.md", old_str="three", new_str="THREE")
+    vault.pull(actor="bot")
+
+
+SCENARIOS: dict[str, Callable[..., None]] = {
+    "plain": plain,
+    "rotated": rotated,
+    "policy": with_policy,
+    "import": imported,
+    "merged": merged,
+    "passphrase": plain,
+}
+
+
+def make(name: str, tmp: Path, key: str) -> tuple[Vault, dict[str, object]]:
+    clock = FakeClock()
+    if name == "passphrase":
+        vault = Vault.init(tmp / "v1.vault", passphrase=PASSPHRASE, clock=clock, storage_format=1)
+        opener: dict[str, object] = {"passphrase": PASSPHRASE}
+    else:
+        vault = Vault.init(tmp / "v1.vault", key=key, clock=clock, storage_format=1)
+        opener = {"key": key}
+    scenario = SCENARIOS[name]
+    if name == "import":
+        scenario(vault, tmp)
+    elif name == "merged":
+        scenario(vault, tmp, key)
+    else:
+        scenario(vault)
+    assert vault.keyring.format == 1
+    return vault, opener
+
+
+def every_version(vault: Vault) -> dict[tuple[str, str], str]:
+    """Every file's content at every version of the history."""
+    out = {}
+    for version in vault.history():
+        for entry in vault.listing("/memories", at=version.id, depth=100):
+            if entry.kind == "file":
+                out[(version.id, entry.path)] = vault.read(entry.path, at=version.id)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_kind_of_format_1_vault_migrates_losslessly(tmp_path: Path, key: str, name: str) -> None:
+    vault, opener = make(name, tmp_path, key)
+    path = tmp_path / "v1.vault"
+    refs_before = git(path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/main")
+    ids_before = git(path, "rev-list", "--all", "--", ".").split()
+    main_before = git(path, "rev-list", "main").split()
+    contents = every_version(vault)
+    policy_before = vault.policy.to_dict()
+    vault.close()
+    reopened = Vault.open(path, **opener)  # type: ignore[arg-type]
+    (version, file), text = next(iter(contents.items()))
+    assert reopened.read(file, at=version) == text  # a format 1 vault reads as it is
+    assert reopened.migrate() is True
+    assert reopened.migrate() is False  # once only
+    assert reopened.keyring.format == 2
+    # every commit of main keeps its id, the history is the same, every version reads the same
+    assert git(path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/main") == refs_before
+    assert git(path, "rev-list", "main").split() == main_before
+    assert set(ids_before) <= set(git(path, "rev-list", "--all").split())
+    migrated = Vault.open(path, **opener)  # type: ignore[arg-type]
+    assert every_version(migrated) == contents
+    assert migrated.policy.to_dict() == policy_before
+    report = migrated.verify()
+    assert report.ok, report.problems
+    subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)
+    # new writes use per-version keys, and those can be erased
+    write(migrated, command="create", path="/memories/new.md", file_text="written after the migration\n")
+    header = git(path, "cat-file", "blob", "main:memories/new.md").split("\n")[0]
+    assert header.startswith("vaultmem-blob 2 ")
+    migrated.forget("/memories/new.md", reason="test")
+    with pytest.raises(ErasedError):
+        migrated.read("/memories/new.md", at="main~1")
+    # a version written before the migration shares its key: erasing it is refused, nothing changes
+    count = len(migrated.history())
+    old_path = {"merged": "/memories/shared.md", "import": "/memories/e.md"}.get(name, "/memories/a.md")
+    with pytest.raises(VaultError, match="before this vault moved to storage format 2"):
+        migrated.forget(old_path, reason="test")
+    assert len(migrated.history()) == count
+    assert Vault.open(path, **opener).verify().ok  # type: ignore[arg-type]
+
+
+MIGRATE_AND_DIE = r"""
+import os, sys
+from vaultmem import Vault
+from vaultmem.git import commits
+path, key, mode = sys.argv[1:4]
+seen = []
+def die(name):
+    seen.append(name)
+    if mode != "count" and len(seen) == int(mode):
+        os._exit(7)
+commits.on_step = die
+Vault.open(path, key=key).migrate()
+print(len(seen))
+"""
+
+
+def test_a_migration_killed_at_any_step_is_before_or_after_and_can_be_run_again(tmp_path: Path, key: str) -> None:
+    vault, _ = make("rotated", tmp_path, key)
+    vault.close()
+    template = tmp_path / "v1.vault"
+    counted = subprocess.run(
+        [sys.executable, "-c", MIGRATE_AND_DIE, str(shutil.copytree(template, tmp_path / "count")), key, "count"],
+        capture_output=True,
+        text=True,
+    )
+    assert counted.returncode == 0, counted.stderr
+    steps = int(counted.stdout.split()[-1])
+    assert steps >= 5
+    for k in range(1, steps + 1):
+        case = shutil.copytree(template, tmp_path / f"case-{k}")
+        died = subprocess.run([sys.executable, "-c", MIGRATE_AND_DIE, str(case), key, str(k)], capture_output=True)
+        assert died.returncode == 7, k
+        subprocess.run(["git", "-C", str(case), "fsck", "--strict"], check=True, capture_output=True)
+        after = Vault.open(case, key=key)
+        assert after.keyring.format in (1, 2)
+        assert after.verify().ok, k
+        write(after, command="create", path="/memories/next.md", file_text="n\n")  # writable either way
+        Vault.open(case, key=key).migrate()
+        final = Vault.open(case, key=key)
+        assert final.keyring.format == 2 and final.verify().ok, k
+        assert final.read("/memories/c.md") == "charlie\n"
+
+
+def test_the_cli_migrates_and_says_so(tmp_path: Path) -> None:
+    key = generate_key()
+    vault = Vault.init(tmp_path / "v.vault", key=key, storage_format=1)
+    write(vault, command="create", path="/memories/a.md", file_text="a\n")
+    vault.close()
+    env = {**os.environ, "VAULTMEM_KEY": key}
+    run = [sys.executable, "-m", "vaultmem", "--vault", str(tmp_path / "v.vault"), "migrate"]
+    first = subprocess.run(run, capture_output=True, text=True, env=env)
+    assert first.returncode == 0 and "Migrated to storage format 2" in first.stdout, first.stderr
+    second = subprocess.run([*run, "--json"], capture_output=True, text=True, env=env)
+    assert json.loads(second.stdout) == {"format": 2, "migrated": False}

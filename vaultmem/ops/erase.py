@@ -1,0 +1,326 @@
+"""Erasure without rewriting history: ``forget``, ``redact`` and
+``forget_matching`` destroy the keys of file versions, never commits.
+
+In storage format 2 every file version is encrypted under a key of its own
+(:mod:`vaultmem.core.shred`).  An erasure is two steps:
+
+1. one ``forget`` commit on ``main``: who, when, the reason given and which
+   file versions (``Vaultmem-Erased: <version> <blob>``, ids only: never the
+   content, never the file's name); a file whose current content is erased
+   leaves the memory in that same commit;
+2. the keyring replaced by one without those keys (a new root commit: the
+   keyring's history before it goes), and every copy of the keyrings before
+   it removed from the disk: loose objects, packs, the journal, the trash.
+
+A crash between the two leaves the commit recorded and the keys alive: the
+erasure is re-run by calling the same verb again (it finds the versions
+still readable, and removes any keyring copy left behind).  The audit chain
+stays whole: every commit keeps its id and its seal, and ``verify`` reports
+erased versions as erased.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pygit2
+
+from vaultmem.core import paths
+from vaultmem.core.crypto import Erasure
+from vaultmem.core.paths import MemoryPath
+from vaultmem.core.versions import Filters, Version
+from vaultmem.errors import NotFoundError, VaultError
+from vaultmem.git import commits, objects
+from vaultmem.git.snapshot import Snapshot
+from vaultmem.ops import find as finding
+from vaultmem.repo.history import walk_named
+from vaultmem.repo.store import Change, Store
+
+ERASED = "Vaultmem-Erased"
+REASON = "Vaultmem-Reason"
+MAX_REASON = 500
+
+
+@dataclass(frozen=True)
+class FileVersion:
+    """One file version to erase: the version (commit) that wrote it, the
+    path it was written at, its blob, and whether it is the file's content now."""
+
+    version: str
+    path: str
+    blob: str
+    current: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {"version": self.version, "path": self.path, "blob": self.blob, "current": self.current}
+
+
+@dataclass(frozen=True)
+class ErasureResult:
+    """What an erasure did (or, with ``dry_run``, would do)."""
+
+    dry_run: bool
+    versions: tuple[FileVersion, ...]  # erased now (or to be erased)
+    already: tuple[FileVersion, ...] = ()  # found, but erased before
+    removed: tuple[str, ...] = ()  # current files that leave the memory
+    commit: Version | None = None  # the forget commit (None: dry run, or nothing to erase)
+    names_visible: bool = True  # file names stay readable in the trees (no sealed names)
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "dry_run": self.dry_run,
+            "erased": [v.to_dict() for v in self.versions],
+            "already_erased": [v.to_dict() for v in self.already],
+            "removed": list(self.removed),
+            "commit": self.commit.id if self.commit is not None else None,
+            "names_visible": self.names_visible,
+            "notes": list(self.notes),
+        }
+
+
+def check_reason(reason: object) -> str:
+    if not isinstance(reason, str) or not reason.strip():
+        raise VaultError("Error: an erasure needs a reason (for the audit record), such as 'GDPR request 4411'.")
+    if len(reason) > MAX_REASON:
+        raise VaultError(f"Error: the reason is longer than {MAX_REASON} characters.")
+    if any(ord(ch) < 32 or ord(ch) == 127 or ch in "\u2028\u2029\u0085" for ch in reason):
+        raise VaultError("Error: the reason must be one line without control characters.")
+    return reason.strip()
+
+
+# -- finding what to erase ---------------------------------------------------------
+
+
+def versions_of(store: Store, path: str) -> list[FileVersion]:
+    """Every file version ever stored at ``path`` (a file or a folder),
+    following renames back, oldest first."""
+    target = paths.parse(path)
+    head = store.head()
+    if head is None:
+        raise NotFoundError(f"Error: no version of {target} in this vault: it has no history yet.")
+    current = dict(store.snapshot().files(MemoryPath(())))
+    current_blobs = set(current.values())
+    found: dict[bytes, FileVersion] = {}
+    repo = store.repo
+    for version, here in walk_named(repo, head, Filters(path=target)):
+        assert here is not None
+        commit = repo[version.id].peel(pygit2.Commit)
+        snap = store.snapshot_of(commit)
+        for file_path, oid in _files_at(snap, here):
+            # newest first: the last one seen is the oldest, the version that wrote it
+            found[oid] = FileVersion(version.id, file_path.text, oid.hex(), oid in current_blobs)
+    if not found:
+        raise NotFoundError(f"Error: no version of {target} in this vault's history.", step="versions")
+    return list(reversed(found.values()))
+
+
+def _files_at(snap: Snapshot, here: MemoryPath) -> Iterable[tuple[MemoryPath, bytes]]:
+    entry = snap.entry(here) if not here.is_root else None
+    if entry is None:
+        return []
+    if entry[0] != objects.MODE_TREE:
+        return [(here, entry[1])]
+    return list(snap.files(here))
+
+
+def version_at(store: Store, version: str | datetime, path: str) -> FileVersion:
+    """The file version of ``path`` in ``version`` (the content the file had then)."""
+    target = paths.parse(path)
+    commit = store.commit_at(version)
+    snap = store.snapshot_of(commit)
+    entry = snap.entry(target)
+    if entry is None or entry[0] == objects.MODE_TREE:
+        raise NotFoundError(f"Error: no file {target} at version {version}.")
+    oid = entry[1]
+    writer = _writer(store, commit, target, oid)
+    current = store.snapshot().entry(target)
+    return FileVersion(writer, target.text, oid.hex(), current is not None and current[1] == oid)
+
+
+def _writer(store: Store, commit: pygit2.Commit, target: MemoryPath, oid: bytes) -> str:
+    """The version that wrote ``oid`` at ``target``: the oldest first-parent
+    ancestor of ``commit`` still holding it there."""
+    writer = commit
+    repo = store.repo
+    while writer.parent_ids:
+        parent = repo[writer.parent_ids[0]].peel(pygit2.Commit)
+        entry = store.snapshot_of(parent).entry(target)
+        if entry is None or entry[1] != oid:
+            break
+        writer = parent
+    return str(writer.id)
+
+
+def matching(
+    store: Store, pattern: str, *, regex: bool = False, ignore_case: bool = False, path: str | None = None
+) -> list[FileVersion]:
+    """Every file version whose content (or path) matches, as :func:`find` finds them."""
+    out: dict[str, FileVersion] = {}
+    for match in finding.find(store, pattern, regex=regex, ignore_case=ignore_case, path=path):
+        out.setdefault(match.blob, FileVersion(match.version, match.path, match.blob, match.current))
+    return list(out.values())
+
+
+def retention_targets(store: Store, keep_for: int, now: float) -> tuple[list[FileVersion], int]:
+    """The file versions written more than ``keep_for`` seconds before
+    ``now`` that are not a file's current content and whose key still
+    exists; and how many such versions were written before the vault moved
+    to format 2 (their shared keys cannot be destroyed one by one)."""
+    cutoff = now - keep_for
+    current = {oid for _, oid in store.snapshot().files(MemoryPath(()))}
+    out: dict[bytes, FileVersion] = {}
+    shared = 0
+    for file_path, oid, commit in finding.file_versions(store, MemoryPath(())):
+        if commit.author.time >= cutoff or oid in current or oid in out:
+            continue
+        blob = store.read_blob(oid)
+        if store.keyring.nonce_of(blob) is None:
+            shared += 1
+        elif store.keyring.erasure_of(blob) is None:
+            out[oid] = FileVersion(str(commit.id), file_path.text, oid.hex(), False)
+    return list(out.values()), shared
+
+
+def apply_retention(
+    store: Store,
+    keep_for: int | None = None,
+    *,
+    now: float | None = None,
+    dry_run: bool = False,
+    actor: str = "vaultmem-retention",
+    session: str | None = None,
+) -> ErasureResult:
+    """Forget every version older than the policy's ``content_retention``
+    (or ``keep_for`` seconds), other than each file's current one, as one
+    audited ``forget`` commit (``Vaultmem-Erasure: retention``)."""
+    if keep_for is None:
+        keep_for = store.policy.content_retention
+        if keep_for is None:
+            raise VaultError(
+                "Error: this vault's policy sets no content_retention; set one (`vaultmem policy set "
+                "content_retention=365d`) or give keep_for."
+            )
+    when = store.clock() if now is None else now
+    targets, shared = retention_targets(store, keep_for, when)
+    days = keep_for // 86400
+    period = f"{days} days" if keep_for % 86400 == 0 else f"{keep_for} seconds"
+    result = erase(
+        store,
+        targets,
+        reason=f"content retention: older than {period}",
+        actor=actor,
+        session=session,
+        dry_run=dry_run,
+        what="retention",
+    )
+    if shared:
+        note = (
+            f"{shared} older version(s) were written before this vault moved to storage format 2; their shared "
+            "keys cannot be destroyed one by one, so retention leaves them."
+        )
+        result = dataclasses.replace(result, notes=(*result.notes, note))
+    return result
+
+
+# -- erasing -------------------------------------------------------------------------
+
+
+def erase(
+    store: Store,
+    targets: Sequence[FileVersion],
+    *,
+    reason: str,
+    actor: str,
+    session: str | None,
+    dry_run: bool,
+    what: str,
+) -> ErasureResult:
+    """Erase ``targets``: one ``forget`` commit, then their keys destroyed."""
+    reason = check_reason(reason)
+    keyring = store.keyring
+    if keyring.format < 2:
+        raise VaultError(
+            "Error: this vault is in storage format 1, where file versions share their keys, so none can be "
+            "erased alone. Run `vaultmem migrate` (Vault.migrate()) first: versions written after it can be erased."
+        )
+    live: list[FileVersion] = []
+    already: list[FileVersion] = []
+    shared: list[FileVersion] = []
+    for target in targets:
+        blob = store.read_blob(bytes.fromhex(target.blob))
+        if keyring.nonce_of(blob) is None:
+            shared.append(target)
+        elif keyring.erasure_of(blob) is not None:
+            already.append(target)
+        else:
+            live.append(target)
+    if shared:
+        raise VaultError(
+            f"Error: {len(shared)} of these file versions were written before this vault moved to storage "
+            "format 2, under a data key they share with every version of that time, so they cannot be erased "
+            "one by one. Nothing was erased. docs/erasure.md says what can be done about them."
+        )
+    doomed = {bytes.fromhex(t.blob) for t in live}
+    removed = _current_holding(store.snapshot(), doomed)
+    notes = _notes(removed, live)
+    if dry_run or not live:
+        return ErasureResult(dry_run, tuple(live), tuple(already), tuple(p.text for p in removed), notes=notes)
+
+    blobs: dict[str, tuple[str, int]] = {}
+    for target in live:
+        located = keyring.nonce_of(store.read_blob(bytes.fromhex(target.blob)))
+        assert located is not None
+        blobs[target.blob] = located
+
+    def build(snap: Snapshot) -> Change:
+        files = "file version" if len(live) == 1 else "file versions"
+        change = Change("forget", (MemoryPath(()),), subject=f"{len(live)} {files} ({what})")
+        change.trailers.append(("Vaultmem-Erasure", what))
+        change.trailers.append((REASON, reason))
+        change.trailers.extend((ERASED, f"{t.version} {t.blob}") for t in live)
+        change.deletes.extend(_current_holding(snap, doomed))
+        store.begin_erasure(blobs)  # synced: a killed erasure is finished by the next writer
+        commits.step("erase-begun")
+        return change
+
+    def destroy(version: Version) -> None:
+        erasure = Erasure(version.id, actor, int(version.time.timestamp()), reason)
+        store.destroy_keys_locked(blobs, erasure)
+        commits.step("erase-destroyed")
+        store.end_erasure()
+
+    try:
+        version = store.mutate(build, actor=actor, session=session, after=destroy)
+    except BaseException:
+        with contextlib.suppress(VaultError, OSError):  # the first error is the one to report
+            store.finish_erasure()  # the commit may have landed: finish it, or drop the record
+        raise
+    assert version is not None
+    return ErasureResult(
+        False, tuple(live), tuple(already), tuple(p.text for p in removed), commit=version, notes=notes
+    )
+
+
+def _current_holding(snap: Snapshot, doomed: set[bytes]) -> list[MemoryPath]:
+    return [file_path for file_path, oid in snap.files(MemoryPath(())) if oid in doomed]
+
+
+def _notes(removed: Sequence[MemoryPath], live: Sequence[FileVersion]) -> tuple[str, ...]:
+    notes = []
+    if removed:
+        notes.append(f"{len(removed)} current file(s) hold erased content and leave the memory in the same commit.")
+    if live:
+        names = sorted({t.path for t in live})
+        notes.append(
+            "File names are not sealed in this vault: the name(s) "
+            + ", ".join(names[:5])
+            + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            + " stay readable, without the key, in the trees of the versions that held them "
+            "(`git log --stat`); the content does not."
+        )
+    return tuple(notes)
