@@ -165,3 +165,25 @@ def test_a_forked_child_writes_with_files_of_its_own(vault: Vault, vault_path: P
     listed = {entry.path for entry in vault.listing("/memories")}
     assert listed >= {*(f"/memories/c{i}.txt" for i in range(6)), *(f"/memories/q{i}.txt" for i in range(6))}
     git(vault_path, "fsck", "--strict")
+
+
+def test_a_finalizer_the_garbage_collector_runs_inside_the_budget_lock_does_not_deadlock() -> None:
+    """A vault's made-ahead files are closed by a finalizer, which the garbage
+    collector may run at any allocation, also while this thread holds the
+    budget's lock (a suite run hung there for good)."""
+    import collections
+    import threading
+
+    from vaultmem.git import fresh
+
+    done = threading.Event()
+
+    def inner() -> None:
+        with fresh._held_lock:
+            fresh._discard(collections.deque())  # what a collection inside the lock runs
+        done.set()
+
+    thread = threading.Thread(target=inner, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert done.is_set(), "the finalizer waited for a lock its own thread held"

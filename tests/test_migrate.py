@@ -8,6 +8,7 @@ use per-version keys, and those can be erased."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -117,7 +118,7 @@ def test_every_kind_of_format_1_vault_migrates_losslessly(tmp_path: Path, key: s
     vault, opener = make(name, tmp_path, key)
     path = tmp_path / "v1.vault"
     refs_before = git(path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/main")
-    ids_before = git(path, "rev-list", "--all", "--", ".").split()
+    ids_before = git(path, "rev-list", "main", "--branches=vaultmem-policy").split()
     main_before = git(path, "rev-list", "main").split()
     contents = every_version(vault)
     policy_before = vault.policy.to_dict()
@@ -131,7 +132,9 @@ def test_every_kind_of_format_1_vault_migrates_losslessly(tmp_path: Path, key: s
     # every commit of main keeps its id, the history is the same, every version reads the same
     assert git(path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/main") == refs_before
     assert git(path, "rev-list", "main").split() == main_before
+    # main's and the policy's commits all stay; the keyring's history goes (it held the data keys)
     assert set(ids_before) <= set(git(path, "rev-list", "--all").split())
+    assert git(path, "rev-list", "--count", "refs/heads/vaultmem-keyring").strip() == "1"
     migrated = Vault.open(path, **opener)  # type: ignore[arg-type]
     assert every_version(migrated) == contents
     assert migrated.policy.to_dict() == policy_before
@@ -145,13 +148,23 @@ def test_every_kind_of_format_1_vault_migrates_losslessly(tmp_path: Path, key: s
     migrated.forget("/memories/new.md", reason="test")
     with pytest.raises(ErasedError):
         migrated.read("/memories/new.md", at="main~1")
-    # a version written before the migration shares its key: erasing it is refused, nothing changes
-    count = len(migrated.history())
+    # a version written before the migration can be erased too: through its shadow
     old_path = {"merged": "/memories/shared.md", "import": "/memories/e.md"}.get(name, "/memories/a.md")
-    with pytest.raises(VaultError, match="before this vault moved to storage format 2"):
-        migrated.forget(old_path, reason="test")
-    assert len(migrated.history()) == count
+    erased = migrated.forget(old_path, reason="test")
+    assert erased.versions and erased.commit is not None
+    for version in erased.versions:
+        with pytest.raises(ErasedError):
+            Vault.open(path, **opener).read(version.path, at=version.version)  # type: ignore[arg-type]
+    kept = {k: v for k, v in contents.items() if not k[1].startswith(old_path)}
+    reread = Vault.open(path, **opener)  # type: ignore[arg-type]
+    for (version, file), text in kept.items():
+        if not any(v.blob == _blob_at(path, version, file) for v in erased.versions):
+            assert reread.read(file, at=version) == text
     assert Vault.open(path, **opener).verify().ok  # type: ignore[arg-type]
+
+
+def _blob_at(path: Path, version: str, file: str) -> str:
+    return git(path, "rev-parse", f"{version}:{file.lstrip('/')}").strip()
 
 
 MIGRATE_AND_DIE = r"""
@@ -208,3 +221,36 @@ def test_the_cli_migrates_and_says_so(tmp_path: Path) -> None:
     assert first.returncode == 0 and "Migrated to storage format 2" in first.stdout, first.stderr
     second = subprocess.run([*run, "--json"], capture_output=True, text=True, env=env)
     assert json.loads(second.stdout) == {"format": 2, "migrated": False}
+
+
+def test_a_migrated_clone_pushes_and_other_clones_are_told_to_clone_again(tmp_path: Path, key: str) -> None:
+    server = tmp_path / "server.git"
+    subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(server)], check=True)
+    first = Vault.init(tmp_path / "a.vault", key=key, storage_format=1)
+    write(first, command="create", path="/memories/ada.md", file_text="ada@example.com\n")
+    first.add_remote("origin", str(server))
+    first.push()
+    second = Vault.clone(str(server), tmp_path / "b.vault", key=key)
+    raw_keys = [k.fernet._signing_key + k.fernet._encryption_key for k in first.keyring.keys.values() if k.fernet]
+    assert raw_keys
+    first.migrate()
+    first.sync(actor="a")  # the push replaces the server's format 1 keyring and sends the shadows
+    for folder in (first.path, server):
+        everything = subprocess.run(
+            ["git", "-C", str(folder), "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True
+        ).stdout
+        for raw in raw_keys:  # the format 1 data keys are gone from the migrated clone and the server
+            assert raw not in everything
+            assert base64.urlsafe_b64encode(raw) not in everything
+    with pytest.raises(VaultError, match="migrated to storage format 2"):
+        second.pull(actor="b")
+    third = Vault.clone(str(server), tmp_path / "c.vault", key=key)
+    assert third.keyring.format == 2
+    assert third.read("/memories/ada.md") == "ada@example.com\n"  # through its shadow, fetched with the clone
+    third.forget("/memories/ada.md", reason="GDPR request 4411")
+    third.sync(actor="c")
+    first.sync(actor="a")
+    with pytest.raises(ErasedError):
+        first.read("/memories/ada.md", at="main~1")
+    assert Vault.open(first.path, key=key).verify().ok
+    assert Vault.open(third.path, key=key).verify().ok

@@ -22,7 +22,7 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -230,6 +230,10 @@ class Keyring:
         self.covers: dict[str, shred.Cover] = covers if covers is not None else {}
         self.problems: list[str] = []
         self._leaves: LRU[tuple[str, int], Fernet] = LRU(4096)
+        # A migrated vault's format 1 versions are read through their shadows
+        # (re-encrypted copies under format 2 keys): the store that holds
+        # them sets this; ``shadows(blob id)`` is the shadow's bytes, or None.
+        self.shadows: Callable[[str], bytes | None] | None = None
 
     @property
     def format(self) -> int:
@@ -338,12 +342,31 @@ class Keyring:
         self.doc = doc
         self.add_data_key(now)
 
+    def destroy_data_keys(self, now: int) -> None:
+        """Format 2 after a migration that made a shadow of every format 1
+        version: each data key is destroyed; only its seal key stays, so the
+        seals of the commits made under it still check."""
+        entries = []
+        for entry in self.doc["data_keys"]:
+            key = self.keys[entry["id"]]
+            entries.append({"id": entry["id"], "seal": self._wrap(key.seal_key, now), "created": entry["created"]})
+            self.keys[entry["id"]] = DataKey(entry["id"], None, key.seal_key)
+        self.doc["data_keys"] = entries
+        self._sign()
+
+    def seal_shadow(self, of: str, path: str, content: bytes, now: int) -> bytes:
+        """The shadow of the format 1 blob ``of`` (its id): its content for
+        ``path``, under a format 2 key, bound to that blob."""
+        return self.seal(f"{path}@{of}", content, now)
+
     def rewrap(self, new_user_key: UserKey, protector: dict[str, Any], now: int) -> None:
         """Wrap every key under a new user key (the keys themselves stay)."""
         old = self.user_key.fernet
-        raws = {entry["id"]: old.decrypt(entry["wrapped"].encode("ascii")) for entry in self.doc["data_keys"]}
         for entry in self.doc["data_keys"]:
-            entry["wrapped"] = new_user_key.fernet.encrypt_at_time(raws[entry["id"]], now).decode("ascii")
+            for name in ("wrapped", "seal"):
+                if name in entry:
+                    raw = old.decrypt(entry[name].encode("ascii"))
+                    entry[name] = new_user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
         for entry in self.doc.get("epochs", []):
             for name in ("seal", "cover"):
                 raw = old.decrypt(entry[name].encode("ascii"))
@@ -393,21 +416,23 @@ class Keyring:
         erasure on either side stays an erasure."""
         fmt = max(ring.format for ring in rings)
         doc: dict[str, Any] = {"vaultmem_format": fmt, "protector": protector, "data_keys": [], "active": None}
-        seen: set[str] = set()
+        chosen: dict[str, tuple[Keyring, dict[str, Any]]] = {}
         for ring in rings:
             for entry in ring.doc["data_keys"]:
-                if entry["id"] in seen:
-                    continue
-                seen.add(entry["id"])
-                wrapped = entry["wrapped"]
-                if ring.user_key.mac_key != user_key.mac_key:
-                    wrapped = user_key.fernet.encrypt_at_time(_unwrap(ring, entry["wrapped"], entry["id"]), now).decode(
-                        "ascii"
-                    )
-                doc["data_keys"].append({"id": entry["id"], "wrapped": wrapped, "created": entry["created"]})
+                known = chosen.get(entry["id"])
+                if known is None or ("wrapped" in known[1] and "wrapped" not in entry):
+                    chosen[entry["id"]] = (ring, entry)  # a key destroyed on either side stays destroyed
+        for key_id, (ring, entry) in chosen.items():
+            name = "wrapped" if "wrapped" in entry else "seal"
+            wrapped = entry[name]
+            if ring.user_key.mac_key != user_key.mac_key:
+                wrapped = user_key.fernet.encrypt_at_time(_unwrap(ring, entry[name], key_id), now).decode("ascii")
+            doc["data_keys"].append({"id": key_id, name: wrapped, "created": entry["created"]})
         doc["data_keys"].sort(key=lambda e: (e["created"], e["id"]))
         covers: dict[str, shred.Cover] = {}
         keys = {key_id: key for ring in rings for key_id, key in ring.keys.items()}
+        for key_id, (ring, _entry) in chosen.items():
+            keys[key_id] = ring.keys[key_id]
         if fmt >= 2:
             epochs: dict[str, dict[str, Any]] = {}
             for ring in rings:
@@ -462,8 +487,12 @@ class Keyring:
             if not entries and not epochs:
                 raise NotAVaultError("Error: the vault's keyring holds no data keys; restore it from a clone.")
             for entry in entries:
-                raw = user_key.fernet.decrypt(entry["wrapped"].encode("ascii"))
-                keys[entry["id"]] = DataKey.from_raw(entry["id"], raw)
+                if "wrapped" in entry:
+                    raw = user_key.fernet.decrypt(entry["wrapped"].encode("ascii"))
+                    keys[entry["id"]] = DataKey.from_raw(entry["id"], raw)
+                else:  # migrated: the key itself is destroyed, its seal key stays
+                    seal_key = user_key.fernet.decrypt(entry["seal"].encode("ascii"))
+                    keys[entry["id"]] = DataKey(entry["id"], None, seal_key)
             for entry in epochs:
                 seal_key = user_key.fernet.decrypt(entry["seal"].encode("ascii"))
                 keys[entry["id"]] = DataKey(entry["id"], None, seal_key)
@@ -544,8 +573,11 @@ class Keyring:
 
     def erasure_of(self, blob: bytes) -> Erasure | None:
         """The erasure of ``blob`` when its key was destroyed, else None."""
-        fmt, key_id, nonce, _, _ = _split_blob(blob)
-        if fmt < 2 or key_id not in self.covers or shred.alive(self.covers[key_id], nonce):
+        located = self.nonce_of(blob)
+        if located is None:
+            return None
+        key_id, nonce = located
+        if key_id not in self.covers or shred.alive(self.covers[key_id], nonce):
             return None
         found = self.erased.get(blob_id(blob))
         return found if found is not None else Erasure("", "an unknown actor", 0, "no record kept")
@@ -555,6 +587,8 @@ class Keyring:
         fmt, key_id, nonce, length, token = _split_blob(blob)
         if fmt == 1:
             key = self.keys.get(key_id)
+            if key is not None and key.fernet is None:
+                return self._through_shadow(blob, bad, path)
             fernet = key.fernet if key is not None else None
         else:
             fernet = self._leaf(key_id, nonce)
@@ -574,13 +608,43 @@ class Keyring:
             raise bad
         return bound, content
 
+    def _shadow_of(self, blob: bytes) -> tuple[str, bytes] | None:
+        oid = blob_id(blob)
+        shadow = self.shadows(oid) if self.shadows is not None else None
+        return (oid, shadow) if shadow is not None else None
+
+    def _through_shadow(self, blob: bytes, bad: IntegrityError, path: str | None) -> tuple[bytes, bytes]:
+        """A migrated format 1 version, read from its shadow: bound to this
+        blob and to its path; an erased one is an ErasedError."""
+        found = self._shadow_of(blob)
+        if found is None:
+            raise bad
+        oid, shadow = found
+        if self.erasure_of(blob) is not None:
+            erasure = self.erasure_of(blob)
+            assert erasure is not None
+            what = f"this version of {path}" if path is not None else "this file version"
+            raise ErasedError(f"Error: {what} was {erasure.describe()}; its content is gone.", erasure.commit)
+        bound, content = self._decrypt(shadow, bad, path)
+        suffix = f"@{oid}".encode("ascii")
+        if not bound.endswith(suffix) or len(content) != _split_blob(blob)[3]:
+            raise bad
+        return bound[: -len(suffix)], content
+
     def key_id_of(self, blob: bytes) -> str:
         return _split_blob(blob[:128] if b"\n" in blob[:128] else blob)[1]
 
     def nonce_of(self, blob: bytes) -> tuple[str, int] | None:
         """``(epoch, nonce)`` of a format 2 blob, None for format 1."""
         fmt, key_id, nonce, _, _ = _split_blob(blob[:128] if b"\n" in blob[:128] else blob)
-        return (key_id, nonce) if fmt >= 2 else None
+        if fmt >= 2:
+            return key_id, nonce
+        key = self.keys.get(key_id)
+        if key is not None and key.fernet is None:  # migrated: its shadow's key is its own
+            found = self._shadow_of(blob)
+            if found is not None:
+                return self.nonce_of(found[1])
+        return None
 
 
 def _unwrap(ring: Keyring, wrapped: str, key_id: str) -> bytes:

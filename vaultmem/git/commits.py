@@ -61,7 +61,7 @@ LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git m
 _HEX = frozenset(b"0123456789abcdef")
 
 MAIN_REF = "refs/heads/main"
-EXTRA_REFS = ("refs/heads/vaultmem-keyring", "refs/heads/vaultmem-policy")
+EXTRA_REFS = ("refs/heads/vaultmem-keyring", "refs/heads/vaultmem-policy", "refs/heads/vaultmem-shadows")
 
 on_step: Callable[[str], None] | None = None  # tests run stock git at a named step
 

@@ -40,7 +40,7 @@ IDLE = 2.0  # seconds the thread waits for more demand before it ends
 
 _TMPFILE: int | None = getattr(os, "O_TMPFILE", None)
 _held = 0  # descriptors this process's pools hold
-_held_lock = threading.Lock()
+_held_lock = threading.RLock()  # reentrant: a finalizer the GC runs inside it takes it again
 
 
 class FreshFiles:

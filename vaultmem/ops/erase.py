@@ -100,6 +100,11 @@ def versions_of(store: Store, path: str) -> list[FileVersion]:
     """Every file version ever stored at ``path`` (a file or a folder),
     following renames back, oldest first."""
     target = paths.parse(path)
+    if target.is_root:
+        raise VaultError(
+            "Error: forget takes a file or a folder below /memories; to erase everything a text matches, "
+            "use forget_matching (`vaultmem forget --matching`)."
+        )
     head = store.head()
     if head is None:
         raise NotFoundError(f"Error: no version of {target} in this vault: it has no history yet.")
@@ -220,8 +225,8 @@ def apply_retention(
     )
     if shared:
         note = (
-            f"{shared} older version(s) were written before this vault moved to storage format 2; their shared "
-            "keys cannot be destroyed one by one, so retention leaves them."
+            f"{shared} older version(s) are in storage format 1 with no shadow; their shared keys cannot be "
+            "destroyed one by one, so retention leaves them."
         )
         result = dataclasses.replace(result, notes=(*result.notes, note))
     return result
@@ -261,9 +266,9 @@ def erase(
             live.append(target)
     if shared:
         raise VaultError(
-            f"Error: {len(shared)} of these file versions were written before this vault moved to storage "
-            "format 2, under a data key they share with every version of that time, so they cannot be erased "
-            "one by one. Nothing was erased. docs/erasure.md says what can be done about them."
+            f"Error: {len(shared)} of these file versions are in storage format 1 with no shadow (written "
+            "after this vault's migration, by a clone still in format 1), under a data key they share with "
+            "other versions, so they cannot be erased one by one. Nothing was erased."
         )
     doomed = {bytes.fromhex(t.blob) for t in live}
     removed = _current_holding(store.snapshot(), doomed)

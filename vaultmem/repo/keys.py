@@ -23,6 +23,7 @@ from vaultmem.git import objects
 from vaultmem.git.commits import COMMITTER, CommitPath, Damaged, Draft, read_ref
 
 KEYRING_REF = "refs/heads/vaultmem-keyring"
+SHADOWS_REF = "refs/heads/vaultmem-shadows"  # a migrated vault's format 1 versions, re-encrypted
 KEYRING_FILE = "keyring.json"
 
 

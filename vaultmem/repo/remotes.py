@@ -41,15 +41,16 @@ from vaultmem.core.versions import split_seal
 from vaultmem.errors import ConflictError, IntegrityError, VaultError, WrongKeyError
 from vaultmem.git import durable, prune
 from vaultmem.git.commits import CommitPath, Damaged, read_ref
-from vaultmem.repo.keys import KEYRING_REF, keyring_blob, keyring_objects
+from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, keyring_blob, keyring_objects
 from vaultmem.repo.merge import MergeReport
 from vaultmem.repo.policy import POLICY_REF
 
 MAIN_REF = "refs/heads/main"
-BRANCHES = (MAIN_REF, KEYRING_REF, POLICY_REF)  # everything a vault is: all of it travels
-# A push moves the keyring first and main last: a push cut short leaves the
-# server with keys for every version its main holds, never the other way round.
-PUSH_ORDER = (KEYRING_REF, POLICY_REF, MAIN_REF)
+BRANCHES = (MAIN_REF, KEYRING_REF, POLICY_REF, SHADOWS_REF)  # everything a vault is: all of it travels
+# A push moves the keyring (and a migrated vault's shadows) first and main
+# last: a push cut short leaves the server with keys for every version its
+# main holds, never the other way round.
+PUSH_ORDER = (SHADOWS_REF, KEYRING_REF, POLICY_REF, MAIN_REF)
 
 
 @dataclass(frozen=True)
@@ -609,10 +610,13 @@ def _ids(doc: dict[str, Any]) -> set[str]:
 
 
 def same_vault(repo: pygit2.Repository, local: pygit2.Oid, theirs: pygit2.Oid) -> bool:
-    """Whether two format 2 keyrings with no commit in common are one
-    vault's (they share a key): after an erasure, a keyring is a new root."""
+    """Whether two keyrings with no commit in common are one vault's: they
+    share a key, and at least one is in format 2 (an erasure or a migration
+    made it a new root)."""
     mine, other = _ring_doc(repo, local), _ring_doc(repo, theirs)
-    if mine is None or other is None or mine.get("vaultmem_format", 1) < 2 or other.get("vaultmem_format", 1) < 2:
+    if mine is None or other is None:
+        return False
+    if mine.get("vaultmem_format", 1) < 2 and other.get("vaultmem_format", 1) < 2:
         return False
     return bool(_ids(mine) & _ids(other))
 
@@ -624,7 +628,7 @@ def replaces(repo: pygit2.Repository, local: pygit2.Oid, theirs: pygit2.Oid) -> 
     remote's records, this one records too).  A pull merges first, so this
     holds after a pull."""
     mine, other = _ring_doc(repo, local), _ring_doc(repo, theirs)
-    if mine is None or other is None or mine.get("vaultmem_format", 1) < 2 or other.get("vaultmem_format", 1) < 2:
+    if mine is None or other is None or mine.get("vaultmem_format", 1) < 2:
         return False
     try:
         root = not repo[local].peel(pygit2.Commit).parent_ids
@@ -730,7 +734,9 @@ def clone(
             raise VaultError(f"Error: {url} is not a vault: it has no vaultmem keyring branch. Nothing was made.")
         repo.config["core.logAllRefUpdates"] = "false"
         repo.config["gc.auto"] = "0"
-        repo.config["vaultmem.format"] = "1"
+        with contextlib.suppress(VaultError, KeyError):
+            doc = Keyring.parse(keyring_blob(repo, repo.references[KEYRING_REF].target))
+            repo.config["vaultmem.format"] = str(doc["vaultmem_format"])
         repo.config["receive.denyNonFastForwards"] = "true"
         (work / durable.STATE_DIR).mkdir(mode=0o700, exist_ok=True)
         if configure is not None:

@@ -5,6 +5,7 @@ history, restore, verify.  Knows git; knows nothing about Claude's strings.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
@@ -57,7 +58,16 @@ from vaultmem.errors import (
 )
 from vaultmem.git import commits as commit_path
 from vaultmem.git import durable, objects, prune
-from vaultmem.git.commits import DAMAGED, CommitPath, Draft, RefMoved, ident, read_ref_or_damaged, replay
+from vaultmem.git.commits import (
+    COMMITTER,
+    DAMAGED,
+    CommitPath,
+    Draft,
+    RefMoved,
+    ident,
+    read_ref_or_damaged,
+    replay,
+)
 from vaultmem.git.journal import Journal
 from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor
 from vaultmem.git.upkeep import Upkeep
@@ -66,7 +76,7 @@ from vaultmem.repo import merge as merging
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
 from vaultmem.repo.history import first_parents, hiding_files, read_commit, walk
-from vaultmem.repo.keys import KEYRING_REF, KeyInfo, keyring_blob, write_keyring
+from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
 
@@ -131,7 +141,8 @@ class Store:
 
     def __init__(self, path: Path, keyring: Keyring, clock: Clock) -> None:
         self.path = path
-        self.keyring = keyring
+        self._keyring = keyring
+        keyring.shadows = self._shadow
         self.clock = clock
         self._local = threading.local()
         self._sizes = SizeCache()
@@ -153,6 +164,28 @@ class Store:
         self._keyring_changed()
         self._erasure_checked = False
         self._replaced_keyrings: set[bytes] = set()  # keyrings an erasure replaced: removed again if fetched
+
+    @property
+    def keyring(self) -> Keyring:
+        """The keys this vault reads and writes with."""
+        return self._keyring
+
+    @keyring.setter
+    def keyring(self, keyring: Keyring) -> None:
+        keyring.shadows = self._shadow
+        self._keyring = keyring
+
+    def _shadow(self, oid: str) -> bytes | None:
+        """The shadow of the format 1 blob ``oid`` in a migrated vault, or None."""
+        try:
+            ref = self.repo.references.get(SHADOWS_REF)
+            if ref is None:
+                return None
+            tree = self.repo[ref.target].peel(pygit2.Commit).tree
+            entry = tree[f"{oid[:2]}/{oid[2:]}"]
+            return self._read_raw(entry.id.raw)
+        except (KeyError, ValueError, pygit2.GitError, VaultError):
+            return None
 
     def close(self) -> None:
         """Finish pending upkeep and release the vault's file descriptors
@@ -834,32 +867,96 @@ class Store:
                 progress(done, len(files))
         return change
 
-    def migrate(self) -> bool:
-        """Move a format 1 vault to format 2, in one keyring commit (crash-safe:
-        the keyring ref moves once).  Every commit keeps its id and its seal;
-        the data keys stay, to read what was written under them; everything
-        written from now on is encrypted under per-version keys that erasure
-        can destroy one by one.  False if the vault is in format 2 already."""
+    def migrate(self, progress: Progress | None = None) -> bool:
+        """Move a format 1 vault to format 2.  Every commit keeps its id and
+        its seal.  Each format 1 file version of the history gets a shadow: a
+        copy re-encrypted under a format 2 key of its own, bound to that
+        version, on the ``vaultmem-shadows`` branch; then the format 1 data
+        keys are destroyed (their seal keys stay) and the keyring becomes a
+        new root commit, every older copy of it removed from the disk.  From
+        then on every version, old or new, can be erased one by one.
+
+        Crash-safe: the keyring ref moves once; before it, the vault is in
+        format 1 as it was (a shadow branch of a migration cut short is
+        replaced by the next one); after it, a run again finishes removing
+        the old keyring.  False if the vault is in format 2 already."""
         with self._lock.hold():
             self._commits.recover()
             self._keyring_stamp = None
             self.refresh_keyring()
             if self.keyring.format >= 2:
+                self._drop_old_keyrings(keys.keyring_tips(self.repo))
                 return False
             keys.check_unchanged(self.repo, self.keyring)
             now = int(self.clock())
-            self.keyring.migrate(now)
+            old = self.keyring
+            ring = Keyring.unlock(copy.deepcopy(old.doc), old.user_key)
+            ring.migrate(now)
+            tips = keys.keyring_tips(self.repo)
             try:
-                write_keyring(self._commits, self.keyring, "vaultmem: migrate to storage format 2", now)
-            except BaseException:
-                self._keyring_stamp = None  # the keyring on disk is still format 1: read it again
-                self.refresh_keyring_from_disk()
-                raise
+                self._write_shadows(old, ring, now, progress)
+                commit_path.step("migrate-shadowed")
+                ring.destroy_data_keys(now)
+                write_keyring(self._commits, ring, "vaultmem: migrate to storage format 2", now, root=True)
+            except OSError as err:
+                raise StorageError(
+                    f"Error: {commit_path.storage_reason(err)}, so the vault was not migrated (it is in storage "
+                    "format 1 as before). Free space or fix the permissions, then run the migration again."
+                ) from err
+            self.keyring = ring
+            commit_path.step("migrate-keyring")
             with contextlib.suppress(pygit2.GitError, OSError):
                 self.repo.config["vaultmem.format"] = "2"
+            try:
+                self._drop_old_keyrings(tips)
+            except OSError as err:
+                raise StorageError(
+                    "Error: the vault is migrated, but removing its old keys failed "
+                    f"({commit_path.storage_reason(err)}). Run the migration again to finish it."
+                ) from err
             self._keyring_stamp = None
             self._keyring_changed()
         return True
+
+    def _write_shadows(self, old: Keyring, ring: Keyring, now: int, progress: Progress | None) -> None:
+        """The shadow branch: for each format 1 blob of main's history, its
+        content sealed under ``ring``'s new epoch, bound to the blob's id."""
+        head = self._head()
+        found: dict[bytes, tuple[str, bytes]] = {}
+        if head is not None:
+            for commit in self.repo.walk(head, pygit2.enums.SortMode.NONE):
+                snap = Snapshot(self._read_raw, old, self._sizes, self._trees, commit.id.raw)
+                for file_path, oid in snap.files(MemoryPath(())):
+                    if oid not in found:
+                        found[oid] = (file_path.text, b"")
+        shadows: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
+        made: list[objects.PackedObject] = []
+        for done, (oid, (path, _)) in enumerate(sorted(found.items()), 1):
+            blob = self._read_raw(oid)
+            if old.nonce_of(blob) is not None or blob.startswith(b"vaultmem-blob 2 "):
+                continue
+            content = old.open(path, blob)
+            shadow = objects.packed(objects.BLOB, ring.seal_shadow(oid.hex(), path, content, now))
+            made.append(shadow)
+            shadows.setdefault(oid.hex()[:2].encode(), {})[oid.hex()[2:].encode()] = (objects.MODE_BLOB, shadow.id)
+            if progress is not None:
+                progress(done, len(found))
+        root_entries: dict[bytes, tuple[int, bytes]] = {}
+        for name, entries in shadows.items():
+            tree = objects.packed(objects.TREE, objects.encode_tree(entries))
+            made.append(tree)
+            root_entries[name] = (objects.MODE_TREE, tree.id)
+        root = objects.packed(objects.TREE, objects.encode_tree(root_entries))
+        made.append(root)
+        current = read_ref_or_damaged(self.path, SHADOWS_REF)
+        message = f"vaultmem: shadows of {sum(len(e) for e in shadows.values())} format 1 file versions\n"
+        draft = Draft(root.id, [], COMMITTER, now, message)
+
+        def seal(plain: bytes) -> list[tuple[bytes, bytes]]:
+            return [(SEAL_HEADER, ring.seal_commit(plain))]
+
+        expected = current if isinstance(current, bytes) and current != DAMAGED else None
+        self._commits.commit(SHADOWS_REF, expected, made, draft, seal, checkpoint=True)
 
     def refresh_keyring_from_disk(self) -> None:
         """Replace the keyring held in memory by the one on disk, whatever it is."""
@@ -1136,10 +1233,23 @@ class Store:
             ring_step = sharing.relation(repo, remote, keys.KEYRING_REF, local_ring, their_ring)
             keyring = self.keyring
             tips = keys.keyring_tips(repo)  # the remote's keyring too, as fetched
-            adopt = replace = False
+            adopt = replace = stale_remote_ring = False
             if ring_step != "none":
                 assert their_ring is not None
                 pulled = sharing.check_keyring(repo, their_ring, self.keyring, new_user_key)
+                if pulled.format != self.keyring.format:
+                    if pulled.format > self.keyring.format:
+                        raise ConflictError(
+                            f"Error: the vault on {remote!r} was migrated to storage format 2, and this clone is "
+                            "still in format 1. Clone it again (`vaultmem clone`); nothing was changed."
+                        )
+                    if not set(pulled.keys) <= set(self.keyring.keys):
+                        raise ConflictError(
+                            f"Error: the remote {remote!r} holds a format 1 keyring with keys this migrated vault "
+                            "lacks (a clone kept writing in format 1). Nothing was changed."
+                        )
+                    ring_step = "none"  # this vault migrated: its keyring stands, and the push replaces theirs
+                    stale_remote_ring = True
                 if ring_step == "merge":
                     keys.check_unchanged(repo, self.keyring)
                     merged = merging.merge_keyrings(self.keyring, pulled, new_user_key is not None, now)
@@ -1156,9 +1266,14 @@ class Store:
                     pulled = pulled if adopt else merged
                 keyring = pulled
             steps = {}
-            for ref in (MAIN, policy_mod.POLICY_REF):
+            for ref in (MAIN, policy_mod.POLICY_REF, SHADOWS_REF):
                 local, theirs = sharing.incoming(repo, remote, ref)
                 step = sharing.relation(repo, remote, ref, local, theirs)
+                if ref == SHADOWS_REF and step == "merge":
+                    raise ConflictError(
+                        f"Error: this vault and the remote {remote!r} were migrated to storage format 2 "
+                        "separately; clone the remote again. Nothing was changed."
+                    )
                 if step != "none":
                     assert theirs is not None
                     sharing.check_commits(repo, local, theirs, keyring)
@@ -1194,6 +1309,8 @@ class Store:
                 new_ring = read_ref_or_damaged(self.path, keys.KEYRING_REF)
                 shown = new_ring.hex() if new_ring not in (None, DAMAGED) else str(their_ring)
                 result.moved["vaultmem-keyring"] = (str(local_ring) if local_ring else None, shown)
+            if stale_remote_ring:  # its format 1 data keys must not stay on this disk
+                self._drop_old_keyrings(tips)
             for ref, (step, local, theirs) in steps.items():
                 if step == "advance":
                     sharing.advance(self._commits, ref, local, theirs)

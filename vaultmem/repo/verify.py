@@ -318,6 +318,7 @@ def verify(
             checker.find("keyring", None, problem)
         try:
             checker.keyring = Keyring.unlock(dict(keyring_doc), user_key)
+            checker.keyring.shadows = keyring.shadows  # a migrated vault's format 1 versions
         except VaultError as err:
             checker.find("keyring", None, f"the keyring on disk does not open: {err}")
     if keyring_doc is not None:
