@@ -638,8 +638,9 @@ ELSEWHERE = [
     "- [sync-speed.md](sync-speed.md): push and pull of 1 and 1,000 versions over `file://` and HTTP, a merge of",
     "  two histories that diverged by 100 versions each, and a tool call with automatic sync on and off",
     "  (`python bench/sync.py`).",
-    "- [erasure-speed.md](erasure-speed.md): how fast `find` scans a history, quiet and busy",
-    "  (`python bench/erasure.py`).",
+    "- [erasure-speed.md](erasure-speed.md): erasure: how fast `find` scans a history, what a key",
+    "  per file version costs the write path against format 1 (quiet and busy, one run), and `forget`",
+    "  across 100,000 commits (`python bench/erasure.py`).",
 ]
 
 

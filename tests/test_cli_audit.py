@@ -238,6 +238,8 @@ def test_log_json_has_every_field_of_every_version(cli: Callable[..., Result], s
         "restored_from": None,
         "merged": None,
         "conflicts": [],
+        "reason": None,
+        "erased": [],
     }
 
 

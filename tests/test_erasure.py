@@ -535,3 +535,27 @@ def test_writers_in_other_processes_keep_every_write_while_an_erasure_runs(
     report = after.verify()
     assert report.ok and report.erased == 4, report.problems
     subprocess.run(["git", "-C", str(vault_path), "fsck", "--strict"], check=True, capture_output=True)
+
+
+def test_show_diff_and_log_after_an_erasure_name_it_and_never_fail(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    env = {**os.environ, "VAULTMEM_KEY": key}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["vaultmem", "--vault", str(vault_path), *args], capture_output=True, text=True, env=env)
+
+    vault.forget("/memories/customers/a-l.md", reason="GDPR request 4411", actor="ops")
+    shown = run("show", "main")
+    assert shown.returncode == 0, shown.stderr
+    assert "reason         GDPR request 4411" in shown.stdout
+    assert shown.stdout.count("erased         ") == 3
+    assert "-[this version of /memories/customers/a-l.md was erased on " in shown.stdout
+    assert MARKER not in shown.stdout
+    diff = run("diff", story["first"], "main")
+    assert diff.returncode == 0, diff.stderr
+    assert "-[this version of /memories/customers/ada.md was erased on " in diff.stdout
+    assert f"+called {MARKER} today" in diff.stdout  # notes.md was not erased
+    logged = json.loads(run("log", "--json").stdout)[0]
+    assert logged["command"] == "forget" and logged["reason"] == "GDPR request 4411"
+    assert len(logged["erased"]) == 3 and set(logged["erased"][0]) == {"version", "blob"}

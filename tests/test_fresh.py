@@ -137,7 +137,7 @@ def test_a_killed_process_leaves_nothing_it_made_ahead(
     child = subprocess.run([sys.executable, "-c", KILLED, str(vault_path), key], capture_output=True)
     assert child.returncode == -signal.SIGKILL, child.stderr
     state = {p.name for p in (vault_path / "vaultmem").iterdir()}
-    assert state <= {"lock", "journal", "reads", "trash", "keep", "held"}, state
+    assert state <= {"lock", "journal", "reads", "trash", "keep", "held", "pruned"}, state
     other = Vault.open(vault_path, key=key)
     assert other.read("/memories/k29.txt") == "k"
     other.close()

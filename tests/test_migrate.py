@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from tests.conftest import FakeClock, git
@@ -254,3 +255,31 @@ def test_a_migrated_clone_pushes_and_other_clones_are_told_to_clone_again(tmp_pa
         first.read("/memories/ada.md", at="main~1")
     assert Vault.open(first.path, key=key).verify().ok
     assert Vault.open(third.path, key=key).verify().ok
+
+
+def test_a_shadow_swapped_for_another_is_caught(tmp_path: Path, key: str) -> None:
+    """A shadow is bound to the format 1 blob it stands for: moved onto
+    another version of the same file, it fails to open and verify says so."""
+    vault, opener = make("plain", tmp_path, key)
+    vault.migrate()
+    path = tmp_path / "v1.vault"
+    repo = pygit2.Repository(str(path))
+    ref = repo.references["refs/heads/vaultmem-shadows"]
+    tree = repo[ref.target].peel(pygit2.Commit).tree
+    entries = [(sub.name, leaf.name, leaf.id) for sub in tree for leaf in repo[sub.id]]
+    assert len(entries) >= 2
+    (sa, la, ida), (sb, lb, idb) = entries[0], entries[1]
+    swapped = {(sa, la): idb, (sb, lb): ida}
+    root = repo.TreeBuilder()
+    for sub in tree:
+        builder = repo.TreeBuilder()
+        for leaf in repo[sub.id]:
+            builder.insert(leaf.name, swapped.get((sub.name, leaf.name), leaf.id), pygit2.enums.FileMode.BLOB)
+        root.insert(sub.name, builder.write(), pygit2.enums.FileMode.TREE)
+    sig = pygit2.Signature("mallory", "m@example.com")
+    commit = repo.create_commit(None, sig, sig, "swap\n", root.write(), [])
+    repo.references.create("refs/heads/vaultmem-shadows", commit, force=True)
+    report = Vault.open(path, **opener).verify()  # type: ignore[arg-type]
+    assert {f.kind for f in report.findings} == {"blob", "keyring"}, report.problems
+    assert len([f for f in report.findings if f.kind == "blob"]) == 2
+    assert "vaultmem-shadows branch's commit" in str(report.findings)  # made without the key: no seal

@@ -78,3 +78,38 @@ def test_no_pack_leaves_git_sight_after_the_last_call_returns(
     vault.close()  # every upkeep round after the last call is done
     after = {p.name for p in (vault_path / "objects" / "pack").iterdir()}
     assert listed <= after
+
+
+@pytest.mark.parametrize("when", ["before-install", "after-install"])
+def test_a_pack_merge_spanning_an_erasure_is_dropped(
+    vault: Vault, vault_path: Path, call: Callable[..., str], monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """An erasure (in this or another process) removes objects while a merge
+    copies them: the merged pack could bring a removed key back, so it goes,
+    and the packs it would have replaced stay."""
+    vault._upkeep.stop()
+    monkeypatch.setattr(upkeep, "IDLE", 3600.0)  # no merge but the one below
+    monkeypatch.setattr(upkeep, "EVERY", 10_000)
+    for n in range(upkeep.MERGE_AT + 2):
+        call(command="create", path=f"/memories/f{n}.txt", file_text=f"{n}\n")
+    before = {p.name for p in (vault_path / "objects" / "pack").iterdir()}
+    real_merge, real_install = objects.merge, vault._commits.install
+
+    def merge_then_erase(packs: Any) -> Any:
+        merged = real_merge(packs)
+        if when == "before-install":
+            vault._commits.mark_pruning()
+        return merged
+
+    def install_then_erase(pack: objects.Pack) -> None:
+        real_install(pack)
+        if when == "after-install":
+            vault._commits.mark_pruning()
+
+    monkeypatch.setattr(objects, "merge", merge_then_erase)
+    monkeypatch.setattr(vault._commits, "install", install_then_erase)
+    assert vault._upkeep._merge() == []
+    assert {p.name for p in (vault_path / "objects" / "pack").iterdir()} == before
+    monkeypatch.setattr(objects, "merge", real_merge)
+    monkeypatch.setattr(vault._commits, "install", real_install)
+    assert vault._upkeep._merge()  # and the next merge, with no erasure beside it, runs

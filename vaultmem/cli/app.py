@@ -653,6 +653,9 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
     if version.merged:
         fields.append(("merged", version.merged))
         fields += [("conflict", conflict) for conflict in version.conflicts]
+    if version.reason is not None:
+        fields.append(("reason", version.reason))
+    fields += [("erased", item) for item in version.erased]
     on = colour_on(sys.stdout)
     for label, value in fields:
         print(f"{label:<14} {paint(value, YELLOW, on) if label == 'version' else value}")

@@ -85,6 +85,8 @@ def version_data(version: Version) -> dict[str, Any]:
         "restored_from": version.restored_from,
         "merged": version.merged,
         "conflicts": list(version.conflicts),
+        "reason": version.reason,
+        "erased": [dict(zip(("version", "blob"), item.split(" ", 1), strict=False)) for item in version.erased],
     }
 
 

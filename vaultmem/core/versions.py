@@ -65,6 +65,8 @@ class Version:
     restored_from: str | None = None
     merged: str | None = None  # a merge: the other side's commit and remote, "ID from NAME"
     conflicts: tuple[str, ...] = ()  # a merge: "PATH -> THE COPY BESIDE IT" for each conflict
+    reason: str | None = None  # an erasure: the reason given
+    erased: tuple[str, ...] = ()  # an erasure: "VERSION BLOB" of each file version erased
 
     @classmethod
     def from_commit(cls, commit: CommitFields) -> Version:
@@ -80,6 +82,8 @@ class Version:
             restored_from=trailers.get(RESTORED_FROM, [None])[0],
             merged=trailers.get("Vaultmem-Merge", [None])[0],
             conflicts=tuple(trailers.get("Vaultmem-Conflict", [])),
+            reason=trailers.get("Vaultmem-Reason", [None])[0],
+            erased=tuple(trailers.get("Vaultmem-Erased", [])),
         )
 
 

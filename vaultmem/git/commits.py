@@ -55,6 +55,7 @@ COMMITTER = b"vaultmem <vaultmem@localhost>"
 ZERO = b"\0" * 20
 STEPS = ("locked", "kept", "packed", "indexed", "journaled", "durable", "ref-locked", "moved", "unkept")
 KEEP_MARKER = "keep"
+PRUNED = "pruned"  # in the state folder: see CommitPath.pruned
 HELD = "held"  # in the state folder: the packs the upkeep never merges (format 2 keyrings)
 TRASH = "trash"  # in the state folder: files of retired packs and old ref files, removed by the upkeep
 LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git makes
@@ -395,6 +396,23 @@ class CommitPath:
                     os.makedirs(self.pack_dir, exist_ok=True)
         raise OSError(errno.ENOENT, "cannot create a keep file", keep)
 
+    @property
+    def pruned(self) -> int:
+        """How many times an erasure began or ended removing objects, in any
+        process (the state folder's ``pruned`` file): a pack merge that spans
+        a change of it is dropped, since it may have copied a removed object."""
+        try:
+            with open(os.path.join(self.state, PRUNED), "rb") as fh:
+                return int(fh.read().strip() or b"0")
+        except (OSError, ValueError):
+            return 0
+
+    def mark_pruning(self) -> None:
+        """Count one more start or end of a removal (under the writer lock)."""
+        tmp = os.path.join(self.state, f"tmp-{os.getpid()}.pruned")
+        _write_file(tmp, b"%d\n" % (self.pruned + 1))
+        os.rename(tmp, os.path.join(self.state, PRUNED))
+
     def held(self) -> set[str]:
         """The names of the packs the upkeep leaves alone (see ``hold``)."""
         try:
@@ -621,7 +639,7 @@ class CommitPath:
         and the like): under the writer lock none is being written, so any is
         a leftover of an earlier process that had this pid.  A merge's
         (``tmp-<pid>-<thread>-merge``) runs without the lock and is left alone."""
-        for suffix in (".pack", ".idx", ".ref", ".held"):
+        for suffix in (".pack", ".idx", ".ref", ".held", ".pruned"):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.state, f"tmp-{os.getpid()}{suffix}"))
 

@@ -131,12 +131,22 @@ class Upkeep:
         ]
         if len(packs) < MERGE_AT:
             return []
+        pruned = self.commits.pruned
         victims = objects.geometric_rollup(packs)
         merged = objects.merge(victims) if victims else None
-        if merged is None:
+        if merged is None or self.commits.pruned != pruned:
             return []
         pack, replaced = merged
         self.commits.install(pack)
+        if self.commits.pruned != pruned:
+            # An erasure removed objects while this merge copied them: the
+            # merged pack may hold one again.  Everything else in it is still
+            # in the packs it would have replaced, so it goes.
+            stem = self.gitdir / "objects" / "pack" / f"pack-{pack.name}"
+            for suffix in (".idx", ".pack"):
+                with contextlib.suppress(OSError):
+                    os.unlink(stem.with_suffix(suffix))
+            return []
         objects.remember(pack)
         objects.forget(replaced)
         mine = f"pack-{pack.name}.pack"  # the same objects merged again make the same pack

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vaultmem.core.paths import MemoryPath
+from vaultmem.errors import ErasedError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
 
@@ -46,13 +47,22 @@ def changes(a: Snapshot, b: Snapshot, path: MemoryPath) -> list[FileChange]:
     _compare(a, b, path, a.entry(path), b.entry(path), found)
     out: list[FileChange] = []
     for file_path, old_id, new_id in sorted(found, key=lambda item: item[0].parts):
-        old = a.keyring.open(file_path.text, a.read_raw(old_id)).decode("utf-8") if old_id else None
-        new = b.keyring.open(file_path.text, b.read_raw(new_id)).decode("utf-8") if new_id else None
+        old = _text(a, file_path, old_id) if old_id else None
+        new = _text(b, file_path, new_id) if new_id else None
         if old == new:
             continue  # re-encrypted (a rekey, a rename back): same text, new blob
         status: Status = "added" if old is None else "deleted" if new is None else "modified"
         out.append(FileChange(file_path.text, status, old, new))
     return out
+
+
+def _text(snap: Snapshot, file_path: MemoryPath, oid: bytes) -> str:
+    """A file version's text; an erased one is one line saying so (its
+    content is gone, and a diff shows that, not an error)."""
+    try:
+        return snap.keyring.open(file_path.text, snap.read_raw(oid)).decode("utf-8")
+    except ErasedError as err:
+        return f"[{err.fact.removeprefix('Error: ').rstrip('.')}]\n"
 
 
 def _compare(

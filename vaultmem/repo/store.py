@@ -1087,7 +1087,9 @@ class Store:
         self._replaced_keyrings |= {tip.raw for tip in tips if tip.raw not in keep}
         if self.keyring.format >= 2:
             doomed |= self._stray_keyrings(keep)
+        self._commits.mark_pruning()
         prune.drop(self.path, doomed, repo)
+        self._commits.mark_pruning()
         self._commits.scrub()
         durable.sync_filesystem(self.path)
         self._free_handle()  # a fresh handle: libgit2 lists the packs again
@@ -1164,7 +1166,9 @@ class Store:
             current = keys.keyring_objects(repo, keys.keyring_tips(repo))
             doomed = self._stray_keyrings(current) | self._fetched_keyrings(repo, current)
             if doomed:
+                self._commits.mark_pruning()
                 prune.drop(self.path, doomed, repo)
+                self._commits.mark_pruning()
                 self._free_handle()
 
     def _fetched_keyrings(self, repo: pygit2.Repository, current: set[bytes]) -> set[bytes]:

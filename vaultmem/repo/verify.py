@@ -336,12 +336,35 @@ def verify(
     _hiding_files(repo, head, real, checker)
     _replace_refs(repo, real, checker)
     _erasures(repo, checker, real)
+    _shadows(repo, checker)
     for key_id in sorted(checker.missing_keys - set(keyring.keys)):
         checker._commit = ""
         checker.find(
             "keyring", None, f"the history uses data key {key_id}, which the keyring lacks (removed or rolled back)"
         )
     return report
+
+
+SHADOWS_REF = "refs/heads/vaultmem-shadows"
+
+
+def _shadows(repo: pygit2.Repository, checker: Verifier) -> None:
+    """A migrated vault (data keys kept for their seals only) reads its
+    format 1 versions through the shadow branch: it must be there, sealed."""
+    if all(key.fernet is not None for key in checker.keyring.keys.values() if key.id not in checker.keyring.covers):
+        return
+    checker._commit = ""
+    ref = repo.references.get(SHADOWS_REF)
+    if ref is None:
+        checker.find("keyring", None, "the vault was migrated, but its vaultmem-shadows branch is missing")
+        return
+    found = checker.read(bytes.fromhex(str(ref.target)), None)
+    if found is None:
+        return
+    body, seal = split_seal(found[1])
+    problem = "it carries no seal" if seal is None else checker.keyring.check_commit_seal(seal, body)
+    if problem is not None:
+        checker.find("keyring", None, f"the vaultmem-shadows branch's commit {ref.target}: {problem}")
 
 
 def _erasures(repo: pygit2.Repository, checker: Verifier, real: set[bytes]) -> None:
