@@ -449,6 +449,9 @@ def test_a_tool_applies_the_policy_s_retention_by_itself(tmp_path: Path, key: st
     clock.now += 31 * 86400
     tool = VaultMemoryTool(vault, actor="bot")
     tool.call({"command": "view", "path": "/memories"})
+    retention = tool.commands.guard.retention
+    assert retention is not None  # started by the call, in the background: the call did not wait for it
+    retention.join(60)
     tool.call({"command": "create", "path": "/memories/b.md", "file_text": "b\n"})
     forgets = [v for v in vault.history() if v.command == "forget"]
     assert len(forgets) == 1 and forgets[0].actor == "vaultmem-retention"

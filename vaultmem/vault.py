@@ -98,8 +98,8 @@ class Vault(Store):
         """Forget every version written longer ago than the policy's
         ``content_retention`` (or ``keep_for``: ``"365d"``, seconds, a
         timedelta), other than each file's current content, as one audited
-        ``forget`` commit.  Tools run it by themselves, at most once an hour,
-        when the policy sets ``content_retention``."""
+        ``forget`` commit.  Tools run it by themselves in the background, at
+        most once an hour, when the policy sets ``content_retention``."""
         seconds = parse_duration(keep_for) if keep_for is not None else None
         return erasing.apply_retention(self, seconds, now=now, dry_run=dry_run, actor=actor, session=session)
 

@@ -59,6 +59,7 @@ class Guard:
         self._compiled: dict[tuple[bool, tuple[tuple[str, str], ...]], tuple[Detector, ...]] = {}
         self._expiry_checked = -math.inf
         self._expiry_lock = threading.Lock()
+        self.retention: threading.Thread | None = None  # the policy's retention, running in the background
 
     def policy(self) -> Policy:
         stored = self.vault.policy  # read even when overridden: a damaged policy stops every write
@@ -146,8 +147,9 @@ class Guard:
     # -- expiry --------------------------------------------------------------------
 
     def maybe_expire(self, session: str | None) -> None:
-        """Run the policy's automatic expiry and content retention at most
-        once an hour (by the vault's clock).  Housekeeping: a failure is left for the next run."""
+        """Run the policy's automatic expiry at most once an hour (by the
+        vault's clock), and start its content retention in the background as
+        often.  Housekeeping: a failure is left for the next run."""
         now = self.vault.clock()
         with self._expiry_lock:
             if now - self._expiry_checked < EXPIRY_CHECK_EVERY:
@@ -159,5 +161,14 @@ class Guard:
                 expiry.expire(self.vault, after, actor=EXPIRY_ACTOR, session=session, now=now)
         with contextlib.suppress(VaultError, OSError):
             keep_for = self.policy().content_retention
-            if keep_for is not None:
-                erase.apply_retention(self.vault, keep_for, now=now, actor=RETENTION_ACTOR, session=session)
+            if keep_for is not None and (self.retention is None or not self.retention.is_alive()):
+                # Retention reads the whole history: off the call's path, like the upkeep.
+                # Killed with the process, a started erasure is finished by the next writer.
+                self.retention = threading.Thread(
+                    target=self._retain, args=(keep_for, now, session), name="vaultmem-retention", daemon=True
+                )
+                self.retention.start()
+
+    def _retain(self, keep_for: int, now: float, session: str | None) -> None:
+        with contextlib.suppress(VaultError, OSError):
+            erase.apply_retention(self.vault, keep_for, now=now, actor=RETENTION_ACTOR, session=session)
