@@ -562,3 +562,32 @@ def test_show_diff_and_log_after_an_erasure_name_it_and_never_fail(
     logged = json.loads(run("log", "--json").stdout)[0]
     assert logged["command"] == "forget" and logged["reason"] == "GDPR request 4411"
     assert len(logged["erased"]) == 3 and set(logged["erased"][0]) == {"version", "blob"}
+
+
+def test_a_pack_another_program_keeps_is_never_touched_and_the_erasure_finishes_later(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    """git's receive-pack protects a pack it is landing with a `.keep`: an
+    erasure leaves such a pack alone, says so, and a later run of the same
+    erasure removes the old keys once the keep is gone."""
+    vault.close()
+    subprocess.run(["git", "-C", str(vault_path), "repack", "-a", "-d", "-q"], check=True)  # one pack, keyring too
+    [pack] = [p for p in (vault_path / "objects" / "pack").iterdir() if p.suffix == ".pack"]
+    keep = pack.with_suffix(".keep")
+    keep.write_text("receive-pack 4242 on another-host\n")
+    opened = Vault.open(vault_path, key=key)
+    listed = opened.forget("/memories/customers/a-l.md", reason="r", dry_run=True).versions
+    blobs = [opened.read_blob(bytes.fromhex(v.blob)) for v in listed]
+    with pytest.raises(VaultError, match=r"another program holds a copy of the old keyring .*\.keep"):
+        opened.forget("/memories/customers/a-l.md", reason="GDPR request 4411")
+    assert keep.read_text() == "receive-pack 4242 on another-host\n" and pack.exists()  # untouched
+    with pytest.raises(ErasedError):  # the keys in use are destroyed already
+        Vault.open(vault_path, key=key).read("/memories/customers/ada.md", at=story["first"])
+    with pytest.raises(VaultError, match="holds a copy"):
+        Vault.open(vault_path, key=key).forget("/memories/customers/a-l.md", reason="GDPR request 4411")
+    keep.unlink()  # the push landed (or the operator removed a dead program's keep)
+    again = Vault.open(vault_path, key=key).forget("/memories/customers/a-l.md", reason="GDPR request 4411")
+    assert again.versions == () and len(again.already) == 3
+    assert_no_key_left(vault_path, key, blobs)
+    report = Vault.open(vault_path, key=key).verify()
+    assert report.ok and report.erased == 3, report.problems

@@ -65,10 +65,13 @@ def holding(gitdir: Path, doomed: Collection[bytes]) -> list[str]:
     return out
 
 
-def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> None:
-    """Remove ``doomed`` (object ids, raw) from the loose objects and the packs."""
+def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> list[str]:
+    """Remove ``doomed`` (object ids, raw) from the loose objects and the
+    packs; the packs it had to leave holding one: a pack another program
+    protects with a ``.keep`` (git's receive-pack while a push lands) is
+    never touched, and a pack whose index cannot be read is not rewritten."""
     if not doomed:
-        return
+        return []
     objects_dir = gitdir / "objects"
     for oid in doomed:
         with contextlib.suppress(FileNotFoundError):
@@ -77,17 +80,24 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> No
     try:
         names = sorted(os.listdir(pack_dir))
     except FileNotFoundError:
-        return
+        return []
     doomed_set = set(doomed)
+    left: list[str] = []
     for name in names:
         if not name.endswith(".idx"):
             continue
         stem = pack_dir / name[: -len(".idx")]
         try:
             ids = _ids((pack_dir / name).read_bytes())
+        except FileNotFoundError:
+            continue  # removed meanwhile
         except (OSError, ValueError):
+            left.append(str(stem.with_suffix(".pack")))
             continue
         if not any(_contains(ids, oid) for oid in doomed_set):
+            continue
+        if stem.with_suffix(".keep").exists():
+            left.append(str(stem.with_suffix(".pack")))  # another program's: waited for, never removed
             continue
         rest = [oid for oid in ids if oid not in doomed_set]
         if rest:
@@ -97,6 +107,7 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> No
         commits.step("prune-removed")
     _drop_indexes_naming(objects_dir, doomed_set)
     durable.sync_dir(pack_dir)
+    return left
 
 
 def _drop_indexes_naming(objects_dir: Path, doomed: set[bytes]) -> None:

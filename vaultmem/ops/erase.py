@@ -274,6 +274,9 @@ def erase(
     removed = _current_holding(store.snapshot(), doomed)
     notes = _notes(removed, live)
     if dry_run or not live:
+        if not dry_run:
+            store.finish_erasure()  # an earlier run of this erasure may have left work: finish it
+            store.finish_removal()
         return ErasureResult(dry_run, tuple(live), tuple(already), tuple(p.text for p in removed), notes=notes)
 
     blobs: dict[str, tuple[str, int]] = {}

@@ -49,6 +49,7 @@ from vaultmem.core.versions import (
 )
 from vaultmem.errors import (
     BadKeyError,
+    BusyError,
     ConflictError,
     IntegrityError,
     NotAVaultError,
@@ -577,7 +578,8 @@ class Store:
         with self._lock.hold():
             self._commits.recover()
             if not self._erasure_checked:
-                self._finish_erasure()
+                with contextlib.suppress(VaultError):  # an unfinished erasure never fails another write
+                    self._finish_erasure()
             self._upkeep.remove_redundant()
             for attempt in range(ATTEMPTS):
                 snap = self.snapshot()
@@ -885,7 +887,7 @@ class Store:
             self._keyring_stamp = None
             self.refresh_keyring()
             if self.keyring.format >= 2:
-                self._drop_old_keyrings(keys.keyring_tips(self.repo))
+                self._finish_removal("migration")
                 return False
             keys.check_unchanged(self.repo, self.keyring)
             now = int(self.clock())
@@ -908,12 +910,19 @@ class Store:
             with contextlib.suppress(pygit2.GitError, OSError):
                 self.repo.config["vaultmem.format"] = "2"
             try:
-                self._drop_old_keyrings(tips)
+                left = self._drop_old_keyrings(tips)
             except OSError as err:
                 raise StorageError(
                     "Error: the vault is migrated, but removing its old keys failed "
                     f"({commit_path.storage_reason(err)}). Run the migration again to finish it."
                 ) from err
+            if left:
+                raise BusyError(
+                    "Error: the vault is migrated, but another program holds a copy of the old keyring in "
+                    f"{', '.join(sorted(left))} (a pack it protects with a `.keep` file). Run the migration "
+                    "again once it has finished; if the `.keep` file is a leftover of a program that died, "
+                    "remove it first."
+                )
             self._keyring_stamp = None
             self._keyring_changed()
         return True
@@ -997,7 +1006,7 @@ class Store:
                 commit_path.step("erase-keys")
                 write_keyring(self._commits, self.keyring, message, now, root=True)
             commit_path.step("erase-prune")
-            self._drop_old_keyrings(tips)
+            left = self._drop_old_keyrings(tips)
             commit_path.step("erase-pruned")
         except OSError as err:
             raise StorageError(
@@ -1006,6 +1015,13 @@ class Store:
             ) from err
         self._keyring_stamp = None
         self._keyring_changed()
+        if left:
+            raise BusyError(
+                f"Error: the erasure is recorded in {erasure.commit[:10]} and the keys are destroyed, but another "
+                f"program holds a copy of the old keyring in {', '.join(sorted(left))} (a pack it protects with a "
+                "`.keep` file, or one vaultmem cannot read). Run the same erasure again once that program has "
+                "finished; if the `.keep` file is a leftover of a program that died, remove it first."
+            )
         return done
 
     # An erasure in progress: written (synced) before its forget commit,
@@ -1033,6 +1049,26 @@ class Store:
                 f"Error: {commit_path.storage_reason(err)}, so nothing was erased. Free space or fix the "
                 "permissions, then run the erasure again."
             ) from err
+
+    _DOOMED = "doomed"  # in the state folder: ids of destroyed keyrings' objects still on the disk
+
+    def _pending_doomed(self) -> set[bytes]:
+        """Objects an earlier removal had to leave (another program's kept pack)."""
+        try:
+            text = (self.path / durable.STATE_DIR / self._DOOMED).read_text(encoding="ascii")
+            return {bytes.fromhex(line) for line in text.split() if len(line) == 40}
+        except (OSError, ValueError):
+            return set()
+
+    def _set_pending_doomed(self, doomed: set[bytes]) -> None:
+        path = self.path / durable.STATE_DIR / self._DOOMED
+        if not doomed:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return
+        tmp = path.with_name(f"tmp-{os.getpid()}.doomed")
+        tmp.write_text("".join(f"{oid.hex()}\n" for oid in sorted(doomed)), encoding="ascii")
+        os.rename(tmp, path)
 
     def end_erasure(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -1068,13 +1104,38 @@ class Store:
             self.destroy_keys_locked(blobs, erasure)
         self.end_erasure()
 
+    def _finish_removal(self, what: str) -> None:
+        """Remove what an earlier erasure or migration had to leave on the
+        disk (under the writer lock); BusyError if some is still held."""
+        current = self.repo.references.get(KEYRING_REF)
+        keep = keys.keyring_objects(self.repo, [pygit2.Oid(hex=str(current.target))]) if current is not None else set()
+        if not self._pending_doomed() and not self._stray_keyrings(keep):
+            return
+        left = self._drop_old_keyrings(keys.keyring_tips(self.repo))
+        if left:
+            raise BusyError(
+                f"Error: another program still holds a copy of keys this vault destroyed, in "
+                f"{', '.join(sorted(left))} (a pack it protects with a `.keep` file). Run the {what} again once "
+                "it has finished; if the `.keep` file is a leftover of a program that died, remove it first."
+            )
+
+    def finish_removal(self, what: str = "erasure") -> None:
+        """:meth:`_finish_removal`, taking the writer lock."""
+        with self._lock.hold():
+            self._commits.recover()
+            self._finish_removal(what)
+
     def finish_erasure(self) -> None:
         """Finish an erasure a killed process left, if any (takes the writer lock)."""
         with self._lock.hold():
             self._commits.recover()
             self._finish_erasure()
 
-    def _drop_old_keyrings(self, tips: list[pygit2.Oid]) -> None:
+    def _drop_old_keyrings(self, tips: list[pygit2.Oid]) -> list[str]:
+        """Remove every keyring object the current keyring does not use (of
+        ``tips``' histories, of held packs, and what an earlier removal had
+        to leave); the pack files it had to leave holding one (see
+        :func:`prune.drop`), remembered in the state folder for the next run."""
         repo = self.repo
         current = repo.references[KEYRING_REF].target
         assert isinstance(current, pygit2.Oid)
@@ -1087,12 +1148,15 @@ class Store:
         self._replaced_keyrings |= {tip.raw for tip in tips if tip.raw not in keep}
         if self.keyring.format >= 2:
             doomed |= self._stray_keyrings(keep)
+        doomed |= self._pending_doomed() - keep
         self._commits.mark_pruning()
-        prune.drop(self.path, doomed, repo)
+        left = prune.drop(self.path, doomed, repo)
         self._commits.mark_pruning()
+        self._set_pending_doomed(doomed if left else set())
         self._commits.scrub()
         durable.sync_filesystem(self.path)
         self._free_handle()  # a fresh handle: libgit2 lists the packs again
+        return left
 
     def _stray_keyrings(self, keep: set[bytes]) -> set[bytes]:
         """Objects of held keyring packs (see :mod:`vaultmem.git.prune`) that
