@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -591,3 +592,22 @@ def test_a_pack_another_program_keeps_is_never_touched_and_the_erasure_finishes_
     assert_no_key_left(vault_path, key, blobs)
     report = Vault.open(vault_path, key=key).verify()
     assert report.ok and report.erased == 3, report.problems
+
+
+def test_a_dry_run_needs_no_reason_and_find_s_results_can_be_forgotten_as_listed(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str]
+) -> None:
+    assert len(vault.forget("/memories/customers/a-l.md", dry_run=True).versions) == 3
+    assert len(vault.forget_matching(MARKER, dry_run=True).versions) == 4
+    with pytest.raises(VaultError, match="needs a reason"):
+        vault.forget("/memories/customers/a-l.md")
+    found = [m for m in vault.find(MARKER) if m.path == "/memories/notes.md"]
+    assert len(found) == 1
+    done = vault.forget_matching(found, reason="GDPR request 4411")
+    assert [v.path for v in done.versions] == ["/memories/notes.md"]
+    assert MARKER in vault.read("/memories/customers/a-l.md")  # not in the list: kept
+    forged = dataclasses.replace(found[0], blob="0" * 40)
+    with pytest.raises(NotFoundError):
+        vault.forget_matching([forged], reason="r")
+    with pytest.raises(VaultError):
+        vault.forget_matching([object()], reason="r")  # type: ignore[list-item]

@@ -6,6 +6,7 @@ a thin entry into one ``ops`` module."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from vaultmem.core import paths
@@ -39,7 +40,7 @@ class Vault(Store):
         self,
         path: str,
         *,
-        reason: str,
+        reason: str | None = None,
         dry_run: bool = False,
         actor: str = "vaultmem",
         session: str | None = None,
@@ -56,7 +57,7 @@ class Vault(Store):
         version: str | datetime,
         path: str,
         *,
-        reason: str,
+        reason: str | None = None,
         dry_run: bool = False,
         actor: str = "vaultmem",
         session: str | None = None,
@@ -70,9 +71,9 @@ class Vault(Store):
 
     def forget_matching(
         self,
-        pattern: str,
+        pattern: str | Sequence[finding.Match],
         *,
-        reason: str,
+        reason: str | None = None,
         regex: bool = False,
         ignore_case: bool = False,
         path: str | None = None,
@@ -81,9 +82,14 @@ class Vault(Store):
         session: str | None = None,
     ) -> erasing.ErasureResult:
         """Erase every file version anywhere in the history whose content
-        (or path) matches, as :meth:`find` lists them; run it with
-        ``dry_run=True`` first to see the list."""
-        targets = erasing.matching(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
+        (or path) matches ``pattern`` (a text, or with ``regex`` a regular
+        expression), as :meth:`find` lists them, or exactly the matches a
+        :meth:`find` returned; run it with ``dry_run=True`` first to see the
+        list.  ``reason`` is required unless ``dry_run``."""
+        if isinstance(pattern, str):
+            targets = erasing.matching(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
+        else:
+            targets = erasing.from_matches(self, pattern)
         return erasing.erase(self, targets, reason=reason, actor=actor, session=session, dry_run=dry_run, what="match")
 
     def apply_retention(

@@ -1062,7 +1062,9 @@ def _forget_parser(commands: _Commands) -> None:
     forget.add_argument("--regex", action="store_true", help="with --matching: TEXT is a Python regular expression")
     forget.add_argument("-i", "--ignore-case", action="store_true", help="with --matching: any case")
     forget.add_argument("--path", dest="within", metavar="PATH", help="with --matching: only files at or below PATH")
-    forget.add_argument("--reason", required=True, help="why, for the audit record (such as 'GDPR request 4411')")
+    forget.add_argument(
+        "--reason", help="why, for the audit record (such as 'GDPR request 4411'); not needed with --dry-run"
+    )
     forget.add_argument("--dry-run", action="store_true", help="only list the versions that would be erased")
     _json(forget)
     _who(forget, "cli")
@@ -1118,7 +1120,7 @@ def _redact_parser(commands: _Commands) -> None:
     redact = commands.add_parser("redact", help="erase one version of one file; the versions around it stay")
     redact.add_argument("version", metavar="VERSION", help="the version (id, main~N or a time) holding the content")
     redact.add_argument("path", metavar="PATH", help="the file")
-    redact.add_argument("--reason", required=True, help="why, for the audit record")
+    redact.add_argument("--reason", help="why, for the audit record; not needed with --dry-run")
     redact.add_argument("--dry-run", action="store_true", help="only show what would be erased")
     _json(redact)
     _who(redact, "cli")

@@ -83,7 +83,9 @@ class ErasureResult:
         }
 
 
-def check_reason(reason: object) -> str:
+def check_reason(reason: object, dry_run: bool = False) -> str:
+    if dry_run and reason is None:
+        return ""
     if not isinstance(reason, str) or not reason.strip():
         raise VaultError("Error: an erasure needs a reason (for the audit record), such as 'GDPR request 4411'.")
     if len(reason) > MAX_REASON:
@@ -232,6 +234,20 @@ def apply_retention(
     return result
 
 
+def from_matches(store: Store, matches: Sequence[finding.Match]) -> list[FileVersion]:
+    """The file versions of matches a :func:`find` returned (checked: each must
+    be a file version of this vault's history)."""
+    out: dict[str, FileVersion] = {}
+    for match in matches:
+        if not isinstance(match, finding.Match) or not match.blob:
+            raise VaultError("Error: forget_matching takes a text, or the list vault.find() returned.")
+        entry = store.snapshot_of(store.commit_at(match.version)).entry(paths.parse(match.path))
+        if entry is None or entry[1].hex() != match.blob:
+            raise NotFoundError(f"Error: {match.path} at version {match.version[:10]} is not that file version.")
+        out.setdefault(match.blob, FileVersion(match.version, match.path, match.blob, match.current))
+    return list(out.values())
+
+
 # -- erasing -------------------------------------------------------------------------
 
 
@@ -239,14 +255,14 @@ def erase(
     store: Store,
     targets: Sequence[FileVersion],
     *,
-    reason: str,
+    reason: str | None,
     actor: str,
     session: str | None,
     dry_run: bool,
     what: str,
 ) -> ErasureResult:
     """Erase ``targets``: one ``forget`` commit, then their keys destroyed."""
-    reason = check_reason(reason)
+    reason = check_reason(reason, dry_run)
     keyring = store.keyring
     if keyring.format < 2:
         raise VaultError(
