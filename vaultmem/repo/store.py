@@ -1067,8 +1067,12 @@ class Store:
                 os.unlink(path)
             return
         tmp = path.with_name(f"tmp-{os.getpid()}.doomed")
-        tmp.write_text("".join(f"{oid.hex()}\n" for oid in sorted(doomed)), encoding="ascii")
+        with open(tmp, "w", encoding="ascii") as fh:
+            fh.write("".join(f"{oid.hex()}\n" for oid in sorted(doomed)))
+            fh.flush()
+            os.fsync(fh.fileno())
         os.rename(tmp, path)
+        durable.sync_dir(path.parent)
 
     def end_erasure(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -1139,16 +1143,19 @@ class Store:
         repo = self.repo
         current = repo.references[KEYRING_REF].target
         assert isinstance(current, pygit2.Oid)
-        for name in list(repo.references):
-            if name != KEYRING_REF and name.endswith("/vaultmem-keyring"):
-                with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
-                    repo.references.delete(name)
         keep = keys.keyring_objects(repo, [current])
         doomed = keys.keyring_objects(repo, [*tips, current]) - keep
         self._replaced_keyrings |= {tip.raw for tip in tips if tip.raw not in keep}
         if self.keyring.format >= 2:
             doomed |= self._stray_keyrings(keep)
         doomed |= self._pending_doomed() - keep
+        # Written (synced) before any ref naming them goes: after a crash from
+        # here on, the next run still knows what to remove.
+        self._set_pending_doomed(doomed)
+        for name in list(repo.references):
+            if name != KEYRING_REF and name.endswith("/vaultmem-keyring"):
+                with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                    repo.references.delete(name)
         self._commits.mark_pruning()
         left = prune.drop(self.path, doomed, repo)
         self._commits.mark_pruning()
