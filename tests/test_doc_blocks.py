@@ -191,6 +191,45 @@ def distinct(blocks: list[Block]) -> list[Block]:
     return list(seen.values())
 
 
+def check_update_hook(code: str, work: Path) -> None:
+    """The update hook refuses deletions and forced updates, but of the keyring."""
+    repo = work / "server.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+    hook = repo / "hooks" / "update"
+    hook.write_text(code)
+    hook.chmod(0o755)
+
+    def commit(*parents: str) -> str:
+        tree = subprocess.run(
+            ["git", "-C", str(repo), "mktree"], input="", capture_output=True, text=True, check=True
+        ).stdout.strip()
+        args = [arg for parent in parents for arg in ("-p", parent)]
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+        env["GIT_COMMITTER_EMAIL"] = "t@t"
+        return subprocess.run(
+            ["git", "-C", str(repo), "commit-tree", tree, *args, "-m", "x"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        ).stdout.strip()
+
+    zero = "0" * 40
+    a = commit()
+    b = commit(a)
+    other = commit()  # a new root, as an erasure makes the keyring
+
+    def runs(ref: str, old: str, new: str) -> int:
+        return subprocess.run([str(hook), ref, old, new], cwd=repo, capture_output=True).returncode
+
+    assert runs("refs/heads/main", zero, a) == 0  # created
+    assert runs("refs/heads/main", a, b) == 0  # a fast-forward
+    assert runs("refs/heads/main", b, other) != 0  # forced
+    assert runs("refs/heads/main", b, zero) != 0  # deleted
+    assert runs("refs/heads/vaultmem-keyring", b, other) == 0  # an erasure's keyring
+    assert runs("refs/heads/vaultmem-keyring", b, zero) != 0
+
+
 @pytest.mark.parametrize("block", distinct(of("sh")), ids=str)
 def test_every_sh_block_runs_as_printed(block: Block, tmp_path: Path) -> None:
     code = without_installs(block.code)
@@ -202,6 +241,9 @@ def test_every_sh_block_runs_as_printed(block: Block, tmp_path: Path) -> None:
         return
     work = tmp_path / "work"
     work.mkdir()
+    if code.startswith("#!/bin/sh\n# hooks/update"):  # docs/sync.md: a hook, run as git runs it
+        check_update_hook(code, work)
+        return
     variables = prepare(block, work)
     with ReplayServer(CLAUDE * 3) as server:
         env = environment(tmp_path, {**variables, "ANTHROPIC_BASE_URL": server.url})

@@ -41,7 +41,16 @@ def two_clones(tmp_path: Path, url: str, key: str) -> tuple[Vault, Vault]:
     return first, second
 
 
-@pytest.mark.parametrize("transport", ["path", "http"])
+def install_update_hook(server: Path) -> None:
+    """docs/sync.md's update hook: no forced update, no deletion, but of the keyring."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "sync.md").read_text(encoding="utf-8")
+    start = text.index("```sh\n#!/bin/sh\n# hooks/update") + len("```sh\n")
+    hook = server / "hooks" / "update"
+    hook.write_text(text[start : text.index("```", start)])
+    hook.chmod(0o755)
+
+
+@pytest.mark.parametrize("transport", ["path", "http", "http-hook"])
 def test_an_erasure_reaches_every_clone_that_syncs(
     tmp_path: Path, transport: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -52,8 +61,18 @@ def test_an_erasure_reaches_every_clone_that_syncs(
     else:
         monkeypatch.setenv("VAULTMEM_GIT_USERNAME", "agent")
         monkeypatch.setenv("VAULTMEM_GIT_PASSWORD", "s3cret")
+        if transport == "http-hook":
+            install_update_hook(server)
         with git_http(tmp_path / "srv", "agent", "s3cret") as (base, _log):
             run(tmp_path, key, f"{base}/vault.git", None)
+            if transport == "http-hook":  # and plain git still cannot force main
+                url = base.replace("http://", "http://agent:s3cret@") + "/vault.git"
+                forced = subprocess.run(
+                    ["git", "-C", str(tmp_path / "a.vault"), "push", "--force", url, "main~1:refs/heads/main"],
+                    capture_output=True,
+                    text=True,
+                )
+                assert forced.returncode != 0 and "refusing a forced update" in forced.stderr
 
 
 def run(tmp_path: Path, key: str, url: str, server: Path | None) -> None:
