@@ -573,13 +573,16 @@ class Keyring:
 
     def erasure_of(self, blob: bytes) -> Erasure | None:
         """The erasure of ``blob`` when its key was destroyed, else None."""
-        located = self.nonce_of(blob)
-        if located is None:
-            return None
-        key_id, nonce = located
-        if key_id not in self.covers or shred.alive(self.covers[key_id], nonce):
-            return None
-        found = self.erased.get(blob_id(blob))
+        return self._record(blob_id(blob)) if self._destroyed(self.nonce_of(blob)) else None
+
+    def _destroyed(self, located: tuple[str, int] | None) -> bool:
+        """Whether the key at ``located`` (an epoch and a nonce) was destroyed."""
+        if located is None or located[0] not in self.covers:
+            return False
+        return not shred.alive(self.covers[located[0]], located[1])
+
+    def _record(self, oid: str) -> Erasure:
+        found = self.erased.get(oid)
         return found if found is not None else Erasure("", "an unknown actor", 0, "no record kept")
 
     def _decrypt(self, blob: bytes, bad: IntegrityError, path: str | None) -> tuple[bytes, bytes]:
@@ -620,9 +623,8 @@ class Keyring:
         if found is None:
             raise bad
         oid, shadow = found
-        if self.erasure_of(blob) is not None:
-            erasure = self.erasure_of(blob)
-            assert erasure is not None
+        if self._destroyed(self.nonce_of(shadow)):
+            erasure = self._record(oid)
             what = f"this version of {path}" if path is not None else "this file version"
             raise ErasedError(f"Error: {what} was {erasure.describe()}; its content is gone.", erasure.commit)
         bound, content = self._decrypt(shadow, bad, path)

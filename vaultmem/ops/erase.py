@@ -272,14 +272,17 @@ def erase(
     live: list[FileVersion] = []
     already: list[FileVersion] = []
     shared: list[FileVersion] = []
+    blobs: dict[str, tuple[str, int]] = {}  # each live version's key: (epoch, nonce)
     for target in targets:
         blob = store.read_blob(bytes.fromhex(target.blob))
-        if keyring.nonce_of(blob) is None:
+        located = keyring.nonce_of(blob)
+        if located is None:
             shared.append(target)
         elif keyring.erasure_of(blob) is not None:
             already.append(target)
         else:
             live.append(target)
+            blobs[target.blob] = located
     if shared:
         raise VaultError(
             f"Error: {len(shared)} of these file versions are in storage format 1 with no shadow (written "
@@ -294,12 +297,6 @@ def erase(
             store.finish_erasure()  # an earlier run of this erasure may have left work: finish it
             store.finish_removal()
         return ErasureResult(dry_run, tuple(live), tuple(already), tuple(p.text for p in removed), notes=notes)
-
-    blobs: dict[str, tuple[str, int]] = {}
-    for target in live:
-        located = keyring.nonce_of(store.read_blob(bytes.fromhex(target.blob)))
-        assert located is not None
-        blobs[target.blob] = located
 
     def build(snap: Snapshot) -> Change:
         files = "file version" if len(live) == 1 else "file versions"
