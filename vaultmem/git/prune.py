@@ -5,13 +5,13 @@ is destroyed only once no copy of an older keyring is left on the disk:
 not as a loose object, not inside a pack, not in a pack retired to the
 trash, not in the journal (:meth:`CommitPath.scrub`).  :func:`drop` removes
 the given objects from the loose objects and every pack: a pack holding only
-them is removed whole (format 2 keyring packs keep a ``.keep`` of their own,
-so neither vaultmem's upkeep nor git's repack mixes them with other objects);
-any other pack holding one of them is rewritten without it (its other objects
+them is removed whole (format 2 keyring packs are *held*: vaultmem's upkeep
+never merges them with other objects, see :meth:`CommitPath.held`); any other
+pack (one ``git gc`` made, say) holding one of them is rewritten without it (its other objects
 copied whole into a new pack, synced and renamed into place before the old
-pack goes).  Called under the writer lock; git's repack running at the same
-moment is the one thing that could copy an object again, so the caller checks
-afterwards with :func:`holding`.
+pack goes).  A pack another program keeps (``.keep``) is left alone and
+reported.  Called under the writer lock; a pack merge of vaultmem's upkeep
+running at the same moment is dropped (:attr:`CommitPath.pruned`).
 """
 
 from __future__ import annotations
@@ -41,28 +41,6 @@ def _ids(idx: bytes) -> list[bytes]:
 def _contains(ids: list[bytes], oid: bytes) -> bool:
     at = bisect.bisect_left(ids, oid)
     return at < len(ids) and ids[at] == oid
-
-
-def holding(gitdir: Path, doomed: Collection[bytes]) -> list[str]:
-    """The files under ``objects/`` that still hold one of ``doomed``."""
-    out: list[str] = []
-    objects_dir = gitdir / "objects"
-    for oid in doomed:
-        loose = objects_dir / oid.hex()[:2] / oid.hex()[2:]
-        if loose.exists():
-            out.append(str(loose))
-    pack_dir = objects_dir / "pack"
-    with contextlib.suppress(FileNotFoundError):
-        for name in sorted(os.listdir(pack_dir)):
-            if not name.endswith(".idx"):
-                continue
-            try:
-                ids = _ids((pack_dir / name).read_bytes())
-            except (OSError, ValueError):
-                continue
-            if any(_contains(ids, oid) for oid in doomed):
-                out.append(str(pack_dir / name))
-    return out
 
 
 def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> list[str]:

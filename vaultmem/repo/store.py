@@ -931,19 +931,31 @@ class Store:
         """The shadow branch: for each format 1 blob of main's history, its
         content sealed under ``ring``'s new epoch, bound to the blob's id."""
         head = self._head()
-        found: dict[bytes, tuple[str, bytes]] = {}
+        found: dict[bytes, str] = {}  # every blob of main's history, with its path
+        seen: set[bytes] = set()  # trees walked already: a tree met again holds the same files
+
+        def walk(tree: bytes, path: MemoryPath) -> None:
+            if tree in seen:
+                return
+            seen.add(tree)
+            for name, (mode, oid) in self._trees.get(self._read_raw, tree).items():
+                child = path.child(name.decode("utf-8"))
+                if mode == objects.MODE_TREE:
+                    walk(oid, child)
+                else:
+                    found.setdefault(oid, child.text)
+
         if head is not None:
             for commit in self.repo.walk(head, pygit2.enums.SortMode.NONE):
-                snap = Snapshot(self._read_raw, old, self._sizes, self._trees, commit.id.raw)
-                for file_path, oid in snap.files(MemoryPath(())):
-                    if oid not in found:
-                        found[oid] = (file_path.text, b"")
+                memories = Snapshot(self._read_raw, old, self._sizes, self._trees, commit.id.raw).memories_id
+                if memories is not None:
+                    walk(memories, MemoryPath(()))
         shadows: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
         made: list[objects.PackedObject] = []
-        for done, (oid, (path, _)) in enumerate(sorted(found.items()), 1):
+        for done, (oid, path) in enumerate(sorted(found.items()), 1):
             blob = self._read_raw(oid)
-            if old.nonce_of(blob) is not None or blob.startswith(b"vaultmem-blob 2 "):
-                continue
+            if old.nonce_of(blob) is not None:
+                continue  # format 2 already
             content = old.open(path, blob)
             shadow = objects.packed(objects.BLOB, ring.seal_shadow(oid.hex(), path, content, now))
             made.append(shadow)
@@ -966,13 +978,6 @@ class Store:
 
         expected = current if isinstance(current, bytes) and current != DAMAGED else None
         self._commits.commit(SHADOWS_REF, expected, made, draft, seal, checkpoint=True)
-
-    def refresh_keyring_from_disk(self) -> None:
-        """Replace the keyring held in memory by the one on disk, whatever it is."""
-        ref = self.repo.references.get(KEYRING_REF)
-        if ref is not None:
-            doc = Keyring.parse(keyring_blob(self.repo, ref.target))
-            self.keyring = Keyring.unlock(doc, self.keyring.user_key)
 
     def read_blob(self, oid: bytes) -> bytes:
         """The raw (encrypted) bytes of the object ``oid``."""
