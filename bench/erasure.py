@@ -20,7 +20,11 @@ many versions) and one in format 2 (a key per version, derived from the
 epoch's key tree), each written by a ``VaultMemoryTool``; each round makes one
 ``create`` on each, in alternating order, and the result is the median of the
 per-round ratios (format 2 over format 1) and each side's p50, quiet and busy,
-in one run.  Target: at most 1.10.
+in one run.  Target: at most 1.10.  A third vault, format 2 with sealed names
+(every path segment stored as a keyed token), is written in the same rounds:
+its ratio over plain format 2 is what sealing names costs a write (target:
+at most 1.10 too).  Each call creates ``/memories/customers/cN.md``, so two
+segments are sealed per call.
 
 **forget.** A vault of ``--commits`` commits (100,000 by default; built once,
 through ``Vault.mutate``), in which one customer's file was written 20 times
@@ -82,24 +86,36 @@ WRITE_TARGET = 1.10
 FORGET_TARGET = 10.0  # seconds
 
 
-def write_cost(folder: Path, key: str, calls: int) -> tuple[float, float, float]:
-    """(median per-round ratio format 2 / format 1, p50 format 1 µs, p50 format 2 µs)."""
+SEALED = 3  # the third vault of write_cost: format 2 with sealed names
+ORDERS = ((1, 2, SEALED), (2, SEALED, 1), (SEALED, 1, 2))
+
+
+def write_cost(folder: Path, key: str, calls: int) -> tuple[float, float, float, float, float]:
+    """(median per-round ratio format 2 / format 1, p50 format 1 µs, p50 format 2 µs,
+    median per-round ratio sealed names / format 2, p50 sealed names µs)."""
     tools = {}
-    for fmt in (1, 2):
-        vault = Vault.init(folder / f"f{fmt}.vault", key=key, storage_format=fmt)
-        tools[fmt] = VaultMemoryTool(vault, actor="bench", session="write")
-    times: dict[int, list[float]] = {1: [], 2: []}
+    for kind in (1, 2, SEALED):
+        fmt = 1 if kind == 1 else 2
+        vault = Vault.init(folder / f"v{kind}.vault", key=key, storage_format=fmt, sealed_names=kind == SEALED)
+        tools[kind] = VaultMemoryTool(vault, actor="bench", session="write")
+    times: dict[int, list[float]] = {1: [], 2: [], SEALED: []}
     text = "A customer note of a few lines, the size of a real memory file.\n" * 8
     for n in range(calls):
-        order = (1, 2) if n % 2 == 0 else (2, 1)
-        for fmt in order:
+        for kind in ORDERS[n % 3]:
             start = time.perf_counter()
-            tools[fmt].call({"command": "create", "path": f"/memories/n{n}.md", "file_text": text})
-            times[fmt].append(time.perf_counter() - start)
+            tools[kind].call({"command": "create", "path": f"/memories/customers/c{n}.md", "file_text": text})
+            times[kind].append(time.perf_counter() - start)
     for tool in tools.values():
         tool.vault.close()
     ratios = [b / a for a, b in zip(times[1], times[2], strict=True)]
-    return statistics.median(ratios), statistics.median(times[1]) * 1e6, statistics.median(times[2]) * 1e6
+    sealed = [c / b for b, c in zip(times[2], times[SEALED], strict=True)]
+    return (
+        statistics.median(ratios),
+        statistics.median(times[1]) * 1e6,
+        statistics.median(times[2]) * 1e6,
+        statistics.median(sealed),
+        statistics.median(times[SEALED]) * 1e6,
+    )
 
 
 def build_long(folder: Path, commits: int, key: str) -> Path:
@@ -143,7 +159,7 @@ def main() -> None:
     commits = 400 if args.quick else args.commits
     calls = 40 if args.quick else args.calls
     rates: dict[str, list[float]] = {}
-    writes: dict[str, list[tuple[float, float, float]]] = {}
+    writes: dict[str, list[tuple[float, float, float, float, float]]] = {}
     forgets: list[tuple[float, int]] = []
     with tempfile.TemporaryDirectory(prefix="vaultmem-erasure-bench-") as tmp:
         vault = build(Path(tmp), versions, key)
@@ -161,7 +177,12 @@ def main() -> None:
                     place = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"vaultmem-write-{run}-")))
                     writes[disk].append(write_cost(place, key, calls))
             ratio = statistics.median(w[0] for w in writes[disk])
-            print(f"{disk} disk: find scans {statistics.median(rates[disk]):.1f} MB/s; writes {ratio:.2f}x", flush=True)
+            sealing = statistics.median(w[3] for w in writes[disk])
+            print(
+                f"{disk} disk: find scans {statistics.median(rates[disk]):.1f} MB/s; writes {ratio:.2f}x; "
+                f"sealed names {sealing:.2f}x",
+                flush=True,
+            )
         for run in range(runs):
             copy = Path(tmp) / f"forget-{run}.vault"
             shutil.copytree(long, copy)
@@ -192,8 +213,8 @@ def main() -> None:
         "",
         "## The write path with per-version keys",
         "",
-        f"`create` through `VaultMemoryTool`, {calls} calls on each of two vaults (storage format 1 and 2),",
-        "alternating; the median of the per-call ratios, and each side's p50.",
+        f"`create` through `VaultMemoryTool`, {calls} calls on each of the vaults (storage format 1 and 2),",
+        "in rotating order; the median of the per-call ratios, and each side's p50.",
         "",
         "| disk | format 2 / format 1 | p50 format 1 (µs) | p50 format 2 (µs) | target | verdict |",
         "|---|---|---|---|---|---|",
@@ -206,6 +227,25 @@ def main() -> None:
         one, two = statistics.median(w[1] for w in got), statistics.median(w[2] for w in got)
         lines.append(
             f"| {disk} | {ratio:.2f}{spread} | {one:,.0f} | {two:,.0f} | at most {WRITE_TARGET:.2f} | {verdict} |"
+        )
+    lines += [
+        "",
+        "## The write path with sealed names",
+        "",
+        f"The same rounds, a third vault: format 2 with sealed names ({calls} calls, two segments sealed",
+        "each); the median of the per-call ratios over plain format 2, and its p50.",
+        "",
+        "| disk | sealed / plain names | p50 plain (µs) | p50 sealed (µs) | target | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for disk in disks:
+        got = writes[disk]
+        ratio = statistics.median(w[3] for w in got)
+        spread = f" ({min(w[3] for w in got):.2f}-{max(w[3] for w in got):.2f})" if len(got) > 1 else ""
+        verdict = "met" if ratio <= WRITE_TARGET else "missed"
+        plain, sealed = statistics.median(w[2] for w in got), statistics.median(w[4] for w in got)
+        lines.append(
+            f"| {disk} | {ratio:.2f}{spread} | {plain:,.0f} | {sealed:,.0f} | at most {WRITE_TARGET:.2f} | {verdict} |"
         )
     seconds = [f[0] for f in forgets]
     spread = f" ({min(seconds):.2f}-{max(seconds):.2f})" if len(seconds) > 1 else ""

@@ -30,6 +30,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="run every test at its full budget: all property examples, longer concurrent runs, more power cuts",
     )
+    parser.addoption(
+        "--sealed-names",
+        action="store_true",
+        help="make every new format 2 vault with sealed names (VAULTMEM_TEST_SEALED_NAMES=1): the suite again "
+        "through tokens; tests that read names with stock git then fail by design",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,6 +43,21 @@ def pytest_configure(config: pytest.Config) -> None:
     FULL = bool(config.getoption("--full")) or os.environ.get("VAULTMEM_FULL_TESTS") == "1"
     if FULL:
         settings.load_profile("full")
+    if config.getoption("--sealed-names") or os.environ.get("VAULTMEM_TEST_SEALED_NAMES") == "1":
+        _seal_every_new_vault()
+
+
+def _seal_every_new_vault() -> None:
+    from vaultmem.repo.store import Store
+
+    init = Store.init.__func__  # type: ignore[attr-defined]
+
+    def sealed_init(cls: type[Store], path: Any, **kwargs: Any) -> Store:
+        if kwargs.get("storage_format", 2) == 2:
+            kwargs.setdefault("sealed_names", True)
+        return init(cls, path, **kwargs)  # type: ignore[no-any-return]
+
+    Store.init = classmethod(sealed_init)  # type: ignore[assignment,method-assign]
 
 
 def budget(full: float, default: float) -> float:

@@ -36,7 +36,7 @@ def vault(tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch, capsys: py
     monkeypatch.setenv("VAULTMEM_KEY", key)
     path = tmp_path / "v.vault"
     made = run(capsys, "--vault", str(path), "init")
-    assert made == {"vault": str(path.resolve()), "protection": "key"}
+    assert made == {"vault": str(path.resolve()), "protection": "key", "sealed_names": False}
     return path
 
 

@@ -361,3 +361,17 @@ def test_a_file_renamed_long_after_it_was_written_is_read_from_git(vault: Vault,
     vault._recent = snapshot.RecentObjects(limit=0)  # as if many writes came after it
     tool.call({"command": "rename", "old_path": "/memories/old.txt", "new_path": "/memories/new.txt"})
     assert Vault.open(vault_path, key=key).read("/memories/new.txt") == "kept\n"
+
+
+def test_a_tree_the_write_path_encoded_is_cached_in_gits_order(vault: Vault, call) -> None:
+    """The next write merges its change into that order, so encoding a large
+    folder again sorts a nearly sorted list, whatever order names came in."""
+    names = [f"{random.Random(7).getrandbits(64) ^ n:016x}.md" for n in range(40)]
+    for name in names:
+        call(command="create", path=f"/memories/f/{name}", file_text="x")
+    snap = vault.snapshot()
+    entry = snap.entry(parse("/memories/f"))
+    assert entry is not None
+    cached = list(vault._trees.get(vault._read_raw, entry[1]))
+    assert cached == sorted(cached)
+    assert objects.encode_tree(dict(vault._trees.get(vault._read_raw, entry[1]))) == vault._read_raw(entry[1])

@@ -221,7 +221,7 @@ def test_the_cli_migrates_and_says_so(tmp_path: Path) -> None:
     first = subprocess.run(run, capture_output=True, text=True, env=env)
     assert first.returncode == 0 and "Migrated to storage format 2" in first.stdout, first.stderr
     second = subprocess.run([*run, "--json"], capture_output=True, text=True, env=env)
-    assert json.loads(second.stdout) == {"format": 2, "migrated": False}
+    assert json.loads(second.stdout) == {"format": 2, "migrated": False, "sealed_names": False, "sealed_now": False}
 
 
 def test_a_migrated_clone_pushes_and_other_clones_are_told_to_clone_again(tmp_path: Path, key: str) -> None:

@@ -285,7 +285,13 @@ def _keygen_parser(commands: _Commands) -> None:
 
 
 def _init_parser(commands: _Commands) -> None:
-    _json(commands.add_parser("init", help="create a new, empty vault"))
+    init = commands.add_parser("init", help="create a new, empty vault")
+    init.add_argument(
+        "--sealed-names",
+        action="store_true",
+        help="store every file and folder name as an opaque token, the real name encrypted with each version",
+    )
+    _json(init)
 
 
 def _key_parser(commands: _Commands) -> _Commands:
@@ -408,11 +414,17 @@ def _run(args: argparse.Namespace) -> int:
         from vaultmem.vault import Vault
 
         source = _key_args(args, create=True)
-        Vault.init(args.vault, **source).close()
+        Vault.init(args.vault, sealed_names=args.sealed_names, **source).close()
         if args.json:
-            print_json({"vault": str(Path(args.vault).resolve()), "protection": _protection(source)})
+            print_json(
+                {
+                    "vault": str(Path(args.vault).resolve()),
+                    "protection": _protection(source),
+                    "sealed_names": args.sealed_names,
+                }
+            )
         else:
-            print(f"Created an empty vault in {args.vault}.")
+            print(f"Created an empty vault in {args.vault}" + (", with sealed names." if args.sealed_names else "."))
         return 0
     with _open(args) as vault:
         name = {
@@ -1099,20 +1111,44 @@ def _retention(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def _migrate_parser(commands: _Commands) -> None:
-    _json(commands.add_parser("migrate", help="move a vault to storage format 2, where versions can be erased"))
+    migrate = commands.add_parser("migrate", help="move a vault to storage format 2, where versions can be erased")
+    migrate.add_argument(
+        "--sealed-names",
+        action="store_true",
+        help="then seal names: from now on every name is stored as an opaque token",
+    )
+    migrate.add_argument(
+        "--actor", metavar="NAME", default="cli", help="recorded as the author of the sealing version (default cli)"
+    )
+    _json(migrate)
 
 
 def _migrate(vault: Vault, args: argparse.Namespace) -> int:
-    changed = vault.migrate()
+    was = (vault.keyring.format, vault.sealed_names)
+    vault.migrate(sealed_names=args.sealed_names, actor=args.actor)
+    migrated, sealed = vault.keyring.format != was[0], vault.sealed_names and not was[1]
     if args.json:
-        print_json({"format": vault.keyring.format, "migrated": changed})
-    elif changed:
+        print_json(
+            {
+                "format": vault.keyring.format,
+                "migrated": migrated,
+                "sealed_names": vault.sealed_names,
+                "sealed_now": sealed,
+            }
+        )
+        return 0
+    if migrated:
         print(
             "Migrated to storage format 2: every version keeps its id and seal; versions written from now on "
             "can be erased one by one (`vaultmem forget`)."
         )
-    else:
-        print("Already in storage format 2: nothing to do.")
+    if sealed:
+        print(
+            "Names are sealed: from this version on, trees, subjects and trailers hold opaque tokens; "
+            "the versions before keep the names they were written with."
+        )
+    if not migrated and not sealed:
+        print("Already in storage format 2" + (" with sealed names" if vault.sealed_names else "") + ": nothing to do.")
     return 0
 
 
@@ -1526,7 +1562,10 @@ def _decrypt_for_git(vault_path: str, key_file: str | None, data: bytes) -> tupl
     for source in sources:
         try:
             with Vault.open(vault_path, **source) as vault:
-                return vault.decrypt_blob(data)[1], ""
+                path, text = vault.decrypt_blob(data)
+                if vault.sealed_names:  # the diff's header names a token: say which file it is
+                    return f"[vaultmem: {path}]\n{text}", ""
+                return text, ""
         except NotAVaultError:
             return None, f"{os.path.abspath(vault_path)} is not a vault this vaultmem reads"
         except ErasedError as err:

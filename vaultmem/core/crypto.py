@@ -32,7 +32,9 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from vaultmem.core import shred
 from vaultmem.core.lru import LRU
-from vaultmem.errors import BadKeyError, ErasedError, IntegrityError, NotAVaultError, WrongKeyError
+from vaultmem.core.names import Names, is_sealed
+from vaultmem.core.paths import ROOT, parse_stored
+from vaultmem.errors import BadKeyError, ConflictError, ErasedError, IntegrityError, NotAVaultError, WrongKeyError
 
 FORMAT_VERSION = 2  # what new vaults are made in
 FORMATS = (1, 2)  # what this vaultmem reads
@@ -234,6 +236,9 @@ class Keyring:
         # (re-encrypted copies under format 2 keys): the store that holds
         # them sets this; ``shadows(blob id)`` is the shadow's bytes, or None.
         self.shadows: Callable[[str], bytes | None] | None = None
+        # Sealed names (format 2): the name key, never destroyed; None when
+        # the vault stores real names.
+        self.names: Names | None = None
 
     @property
     def format(self) -> int:
@@ -288,12 +293,15 @@ class Keyring:
             and self.doc.get("erased") == other.doc.get("erased")
             and self.doc.get("active") == other.doc.get("active")
             and self.doc.get("protector") == other.doc.get("protector")
+            and _names_key(self) == _names_key(other)
         )
 
     def supersedes(self, other: Keyring) -> bool:
         """Whether this keyring holds every key ``other`` holds, except ones
         it destroyed since: a later state of the same keyring, not a rollback."""
         if not set(other.keys) <= set(self.keys):
+            return False
+        if other.names is not None and _names_key(self) != _names_key(other):
             return False
         for epoch, cover in other.covers.items():
             mine = self.covers.get(epoch)
@@ -342,6 +350,18 @@ class Keyring:
         self.doc = doc
         self.add_data_key(now)
 
+    def seal_names(self, now: int) -> Names:
+        """Start sealing names (format 2): a new name key, wrapped under the
+        user's key like the others; the same Names if there is one already."""
+        if self.format < 2:
+            raise ValueError("sealed names need storage format 2")
+        if self.names is None:
+            key = os.urandom(32)
+            self.doc["names"] = {"wrapped": self._wrap(key, now), "created": now}
+            self.names = Names(key)
+            self._sign()
+        return self.names
+
     def destroy_data_keys(self, now: int) -> None:
         """Format 2 after a migration that made a shadow of every format 1
         version: each data key is destroyed; only its seal key stays, so the
@@ -371,6 +391,8 @@ class Keyring:
             for name in ("seal", "cover"):
                 raw = old.decrypt(entry[name].encode("ascii"))
                 entry[name] = new_user_key.fernet.encrypt_at_time(raw, now).decode("ascii")
+        if self.names is not None:
+            self.doc["names"]["wrapped"] = new_user_key.fernet.encrypt_at_time(self.names.key, now).decode("ascii")
         self.doc["protector"] = protector
         self.user_key = new_user_key
         self._sign()
@@ -451,9 +473,21 @@ class Keyring:
             for ring in rings:
                 erased.update(ring.doc.get("erased") or {})
             doc["erased"] = dict(sorted(erased.items()))
+        named = {_names_key(ring): ring for ring in rings if ring.names is not None}
+        if len(named) > 1:
+            raise ConflictError(
+                "Error: this vault and the other side each sealed their names separately; "
+                "nothing was changed. Keep one side and clone it again for the other."
+            )
+        names = next(iter(named.values())).names if named else None
+        if names is not None:
+            created = min(int(ring.doc["names"]["created"]) for ring in rings if ring.names is not None)
+            wrapped = user_key.fernet.encrypt_at_time(names.key, now).decode("ascii")
+            doc["names"] = {"wrapped": wrapped, "created": created}
         newest = sorted(doc["data_keys"] + doc.get("epochs", []), key=lambda e: (e["created"], e["id"]))
         doc["active"] = newest[-1]["id"]
         merged = cls(doc, keys, user_key, covers)
+        merged.names = names
         merged._sign()
         return merged
 
@@ -497,11 +531,14 @@ class Keyring:
                 seal_key = user_key.fernet.decrypt(entry["seal"].encode("ascii"))
                 keys[entry["id"]] = DataKey(entry["id"], None, seal_key)
                 covers[entry["id"]] = _decode_cover(user_key.fernet.decrypt(entry["cover"].encode("ascii")))
+            named = doc.get("names")
+            names = Names(user_key.fernet.decrypt(named["wrapped"].encode("ascii"))) if named is not None else None
         except InvalidToken as err:
             raise WrongKeyError(f"Error: the {user_key.source} given does not open this vault.") from err
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise NotAVaultError("Error: the vault's keyring is malformed; the folder is damaged.") from err
         ring = cls(doc, keys, user_key, covers)
+        ring.names = names
         ring.problems = keyring_problems(doc, user_key)
         return ring
 
@@ -560,6 +597,23 @@ class Keyring:
         bound, content = self._decrypt(blob, bad, path)
         if bound != path.encode("utf-8"):
             raise bad
+        return content
+
+    def open_stored(self, stored: str, blob: bytes, shown: str | None = None) -> bytes:
+        """Decrypt a blob found at ``stored`` in a tree: its real path, or,
+        in a vault with sealed names, the sealed form of the path it binds.
+        Errors name ``shown`` (the path as it was asked for), else ``stored``."""
+        if self.names is None or stored == ROOT or not is_sealed(parse_stored(stored)):
+            return self.open(stored, blob)
+        shown = shown or stored
+        bad = IntegrityError(f"Error: the stored version of {shown} failed authentication; run `vaultmem verify`.")
+        bound, content = self._decrypt(blob, bad, shown)
+        try:
+            real = bound.decode("utf-8")
+            if self.names.seal_text(real) != stored:  # a name of tokens only seals to itself
+                raise bad
+        except (UnicodeDecodeError, ValueError, IndexError) as err:
+            raise bad from err
         return content
 
     def open_any(self, blob: bytes) -> tuple[str, bytes]:
@@ -647,6 +701,10 @@ class Keyring:
             if found is not None:
                 return self.nonce_of(found[1])
         return None
+
+
+def _names_key(ring: Keyring) -> bytes | None:
+    return ring.names.key if ring.names is not None else None
 
 
 def _unwrap(ring: Keyring, wrapped: str, key_id: str) -> bytes:

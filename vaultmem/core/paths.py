@@ -111,7 +111,7 @@ def is_git_reserved(segment: str) -> bool:
     return folded in (".git", "git~1")
 
 
-def parse(path: object) -> MemoryPath:
+def parse(path: object, limit: int = MAX_PATH_BYTES) -> MemoryPath:
     """Validate ``path`` and return its canonical form, or raise InvalidPathError."""
     if not isinstance(path, str):
         raise _refuse("a path must be a string")
@@ -124,8 +124,8 @@ def parse(path: object) -> MemoryPath:
         encoded = text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise _refuse("the path is not valid Unicode text") from err
-    if len(encoded) > MAX_PATH_BYTES:
-        raise _refuse(f"the path is longer than {MAX_PATH_BYTES:,} bytes")
+    if len(encoded) > limit:
+        raise _refuse(f"the path is longer than {limit:,} bytes")
     if text != ROOT and not text.startswith(ROOT + "/"):
         raise _refuse("memory paths must be /memories or start with /memories/")
     rest = text[len(ROOT) :]
@@ -146,6 +146,16 @@ def parse(path: object) -> MemoryPath:
         if is_git_reserved(segment):
             raise _refuse("the name .git is reserved")
     return MemoryPath(tuple(segments), dir_hint)
+
+
+# A path as a commit records it: in a vault with sealed names every segment
+# is a 25-character token, so a path within MAX_PATH_BYTES may take more.
+MAX_STORED_BYTES = 16 * MAX_PATH_BYTES
+
+
+def parse_stored(path: object) -> MemoryPath:
+    """:func:`parse` for a path read from a commit (a trailer or a tree)."""
+    return parse(path, MAX_STORED_BYTES)
 
 
 def from_git_path(git_path: str) -> MemoryPath:

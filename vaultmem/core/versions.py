@@ -29,6 +29,7 @@ COMMANDS = (
     "expire",
     "merge",
     "forget",
+    "seal-names",
 )
 
 

@@ -42,6 +42,11 @@ def _sort_key(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
     return name + b"/" if mode == MODE_TREE else name
 
 
+def in_tree_order(entries: Mapping[bytes, tuple[int, bytes]]) -> dict[bytes, tuple[int, bytes]]:
+    """``entries`` in git's canonical order (a dict keeps it)."""
+    return dict(sorted(entries.items(), key=_sort_key))
+
+
 def encode_tree(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
     """Serialise entries ``name -> (mode, id)`` in git's canonical order."""
     return b"".join(b"%o %s\0%s" % (mode, name, oid) for name, (mode, oid) in sorted(entries.items(), key=_sort_key))

@@ -14,8 +14,9 @@ from typing import Literal
 
 from vaultmem.core.crypto import Keyring, plaintext_size
 from vaultmem.core.lru import LRU
-from vaultmem.core.paths import MemoryPath
-from vaultmem.errors import ConflictError, IntegrityError, NotFoundError
+from vaultmem.core.names import MARKER, MARKER_CONTENT, Names
+from vaultmem.core.paths import MemoryPath, parse_stored
+from vaultmem.errors import ConflictError, IntegrityError, NotFoundError, VaultError
 from vaultmem.git import objects
 
 Kind = Literal["file", "dir"]
@@ -93,12 +94,79 @@ class Snapshot:
         self.trees = trees
         self.commit_id = commit_id
         self.memories_id: bytes | None = None
+        # A commit whose names are sealed (see vaultmem.core.names) is read
+        # through tokens; real paths go in and come out all the same.
+        self.names: Names | None = None
         if commit_id is not None:
             commit = read(commit_id)
             root = trees.get(read, bytes.fromhex(commit[5:45].decode("ascii")))
             found = root.get(b"memories")
             if found is not None and found[0] == objects.MODE_TREE:
                 self.memories_id = found[1]
+            if MARKER in root:
+                if keyring.names is None:
+                    raise IntegrityError(
+                        f"Error: version {commit_id.hex()} seals its names, but the keyring holds no name key; "
+                        "run `vaultmem verify`."
+                    )
+                self.names = keyring.names
+
+    @property
+    def sealed(self) -> bool:
+        """Whether this commit stores sealed names."""
+        return self.names is not None
+
+    def stored(self, path: MemoryPath) -> MemoryPath:
+        """``path`` as this commit's trees name it."""
+        return self.names.seal(path) if self.names is not None else path
+
+    def child_path(self, parent: MemoryPath, name: bytes, entry: tuple[int, bytes]) -> MemoryPath:
+        """The real path of the entry ``name`` of the folder ``parent`` (a real
+        path).  A sealed name whose every version below was erased stays a token."""
+        text = name.decode("utf-8")
+        if self.names is None:
+            return parent.child(text)
+        sealed = self.names.seal(parent).child(text)
+        known = self.names.known(sealed)
+        if known is not None:
+            return known
+        found = self._unseal(sealed, entry)
+        if found is None:  # erased: the token stands for the name, and seals back to itself
+            found = parent.child(text)
+            self.names.alias(found, sealed)
+        return found
+
+    def unseal(self, stored: MemoryPath) -> MemoryPath | None:
+        """The real path of ``stored`` (a path as this commit's trees name
+        it), None if nothing is there or every version that named it was erased."""
+        if self.names is None or stored.is_root:
+            return stored if self.entry_stored(stored) is not None or stored.is_root else None
+        known = self.names.known(stored)
+        if known is not None:
+            return known
+        entry = self.entry_stored(stored)
+        return self._unseal(stored, entry) if entry is not None else None
+
+    def _unseal(self, sealed: MemoryPath, entry: tuple[int, bytes]) -> MemoryPath | None:
+        """Read the name of ``sealed`` from a file version at or below it."""
+        assert self.names is not None
+        for oid in self._blobs_below(entry):
+            try:
+                bound, _ = self.keyring.open_any(self.read_raw(oid))
+                real = MemoryPath(parse_stored(bound).parts[: len(sealed.parts)])
+            except VaultError:
+                continue  # erased, or not a version of a name: try another
+            if self.names.seal(real) == sealed:
+                return real
+        return None
+
+    def _blobs_below(self, entry: tuple[int, bytes]) -> Iterator[bytes]:
+        mode, oid = entry
+        if mode != objects.MODE_TREE:
+            yield oid
+            return
+        for child in self.trees.get(self.read_raw, oid).values():
+            yield from self._blobs_below(child)
 
     @property
     def id(self) -> str | None:
@@ -106,6 +174,10 @@ class Snapshot:
 
     def entry(self, path: MemoryPath) -> tuple[int, bytes] | None:
         """``(mode, id)`` of the file or folder at ``path``, as a tree holds it."""
+        return self.entry_stored(self.stored(path))
+
+    def entry_stored(self, path: MemoryPath) -> tuple[int, bytes] | None:
+        """:meth:`entry` of a path as this commit's trees name it."""
         if self.memories_id is None:
             return None
         current = (objects.MODE_TREE, self.memories_id)
@@ -142,6 +214,8 @@ class Snapshot:
         found = self.entry(path)
         if found is None or found[0] == objects.MODE_TREE:
             raise NotFoundError(f"Error: {path} does not exist or is not a file.")
+        if self.names is not None:  # bound to the real path, asked for by it or by its tokens
+            return self.keyring.open_stored(self.stored(path).text, self.read_raw(found[1]), path.text)
         return self.keyring.open(path.text, self.read_raw(found[1]))
 
     def read_text(self, path: MemoryPath) -> str:
@@ -174,7 +248,7 @@ class Snapshot:
             yield path, oid
             return
         for name, child in self.trees.get(self.read_raw, oid).items():
-            yield from self._files_below(path.child(name.decode("utf-8")), child)
+            yield from self._files_below(self.child_path(path, name, child), child)
 
     def listing(self, path: MemoryPath, depth: int = 2, hidden: bool = False) -> list[Listed]:
         """Entries up to ``depth`` levels below a directory, sorted by name, a
@@ -187,11 +261,16 @@ class Snapshot:
         return out
 
     def _list(self, tree: bytes, path: MemoryPath, level: int, depth: int, hidden: bool, out: list[Listed]) -> None:
-        items = sorted((name.decode("utf-8"), entry) for name, entry in self.trees.get(self.read_raw, tree).items())
-        for name, (mode, oid) in items:
-            if not hidden and _is_hidden(name):
+        items = sorted(
+            (
+                (self.child_path(path, name, entry), entry)
+                for name, entry in self.trees.get(self.read_raw, tree).items()
+            ),
+            key=lambda item: item[0].name,
+        )
+        for child, (mode, oid) in items:
+            if not hidden and _is_hidden(child.name):
                 continue
-            child = path.child(name)
             if mode == objects.MODE_TREE:
                 out.append(Listed(child, "dir", self.sizes.tree(self.read_raw, self.trees, oid), level))
                 if level < depth:
@@ -327,10 +406,18 @@ class TreeEditor:
     """Stages file and folder changes below ``memories/`` and encodes the trees
     that changed; untouched files and folders keep their ids."""
 
-    def __init__(self, read: ReadRaw, trees: TreeCache, memories: bytes | None, layouts: Layouts | None = None) -> None:
+    def __init__(
+        self,
+        read: ReadRaw,
+        trees: TreeCache,
+        memories: bytes | None,
+        layouts: Layouts | None = None,
+        names: Names | None = None,
+    ) -> None:
         self.read = read
         self.trees = trees
         self.layouts = layouts
+        self.names = names  # sealed names: paths go in real and are stored sealed
         self._dirs: dict[tuple[str, ...], _Dir] = {}
         self.replace_root(memories)
         self.new: list[objects.PackedObject] = []
@@ -355,16 +442,23 @@ class TreeEditor:
             found = _Dir(None)
             parent.changes[name] = _NEW_DIR
         elif entry[0] != objects.MODE_TREE:
-            raise ConflictError(f"Error: {MemoryPath(parts)} is a file, not a directory.")
+            raise ConflictError(f"Error: {self._real(MemoryPath(parts))} is a file, not a directory.")
         else:
             found = _Dir(self.trees.get(self.read, entry[1]), entry[1])
         self._dirs[parts] = found
         return found
 
+    def _stored(self, path: MemoryPath) -> MemoryPath:
+        return self.names.seal(path) if self.names is not None else path
+
+    def _real(self, stored: MemoryPath) -> MemoryPath:
+        return (self.names.known(stored) or stored) if self.names is not None else stored
+
     def get(self, path: MemoryPath) -> tuple[int, bytes] | None:
         """``(mode, id)`` of what is staged at ``path``, or None."""
         if path.is_root:
             return None
+        path = self._stored(path)
         parent = self._dir(path.parts[:-1], create=False)
         return parent.get(path.parts[-1].encode("utf-8")) if parent is not None else None
 
@@ -375,6 +469,7 @@ class TreeEditor:
 
     def set(self, path: MemoryPath, entry: tuple[int, bytes]) -> None:
         """Put a blob or tree at ``path``, creating parent folders as needed."""
+        path = self._stored(path)
         parent = self._dir(path.parts[:-1], create=True)
         assert parent is not None
         self._drop_below(path)
@@ -386,12 +481,13 @@ class TreeEditor:
         self.set(path, (objects.MODE_BLOB, blob.id))
 
     def delete(self, path: MemoryPath) -> None:
-        parent = self._dir(path.parts[:-1], create=False)
-        name = path.parts[-1].encode("utf-8")
+        stored = self._stored(path)
+        parent = self._dir(stored.parts[:-1], create=False)
+        name = stored.parts[-1].encode("utf-8")
         if parent is None or parent.get(name) is None:
             raise NotFoundError(f"Error: {path} does not exist.")
         parent.changes[name] = None
-        self._drop_below(path)
+        self._drop_below(stored)
 
     def write(self) -> bytes | None:
         """Encode the changed trees bottom-up; returns the new ``memories`` tree
@@ -415,6 +511,10 @@ class TreeEditor:
         if not entries:
             return None
         patched = self._patched(staged)
+        if patched is None:
+            # Cached in git's order: the next change to this folder merges into a
+            # sorted list (an added name at its end), which sorts in linear time.
+            entries = objects.in_tree_order(entries)
         raw, id_at = patched if patched is not None else (objects.encode_tree(entries), None)
         tree = objects.packed(objects.TREE, raw)
         self.new.append(tree)
@@ -443,3 +543,29 @@ class TreeEditor:
         for name, oid in new_ids:
             patched[id_at[name] : id_at[name] + 20] = oid
         return bytes(patched), id_at
+
+
+def root_tree(
+    memories: bytes | None, *, sealed: bool, marker_known: bool
+) -> tuple[objects.PackedObject, list[objects.PackedObject]]:
+    """The root tree of a commit whose memory tree is ``memories`` and the
+    objects to write with it: with sealed names, the root also holds the
+    marker (written once, with the first commit that needs it)."""
+    entries: dict[bytes, tuple[int, bytes]] = {}
+    made: list[objects.PackedObject] = []
+    if memories is not None:
+        entries[b"memories"] = (objects.MODE_TREE, memories)
+    if sealed:
+        marker = objects.packed(objects.BLOB, MARKER_CONTENT)
+        entries[MARKER] = (objects.MODE_BLOB, marker.id)
+        if not marker_known:
+            made.append(marker)
+    root = objects.packed(objects.TREE, objects.encode_tree(entries))
+    return root, [*made, root]
+
+
+def relay(snap: Snapshot, editor: TreeEditor) -> None:
+    """Stage every file of ``snap`` (real names) again under its sealed path."""
+    editor.replace_root(None)
+    for path, oid in snap.files(MemoryPath(())):
+        editor.set(path, (objects.MODE_BLOB, oid))

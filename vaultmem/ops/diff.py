@@ -86,10 +86,11 @@ def _compare(
     if new is not None and not new_is_dir:  # a folder became a file
         out.append((path, None, new[1]))
         new = None
-    old_entries = a.trees.get(a.read_raw, old[1]) if old else {}
-    new_entries = b.trees.get(b.read_raw, new[1]) if new else {}
-    for name in sorted(set(old_entries) | set(new_entries)):
-        _compare(a, b, path.child(name.decode("utf-8")), old_entries.get(name), new_entries.get(name), out)
+    # By real name: a version that sealed its names stores the same file under another entry
+    old_entries = {a.child_path(path, n, e): e for n, e in (a.trees.get(a.read_raw, old[1]) if old else {}).items()}
+    new_entries = {b.child_path(path, n, e): e for n, e in (b.trees.get(b.read_raw, new[1]) if new else {}).items()}
+    for child in sorted(set(old_entries) | set(new_entries), key=lambda p: p.parts):
+        _compare(a, b, child, old_entries.get(child), new_entries.get(child), out)
 
 
 def unified(found: list[FileChange]) -> str:

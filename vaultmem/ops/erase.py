@@ -114,7 +114,7 @@ def versions_of(store: Store, path: str) -> list[FileVersion]:
     current_blobs = set(current.values())
     found: dict[bytes, FileVersion] = {}
     repo = store.repo
-    for version, here in walk_named(repo, head, Filters(path=target)):
+    for version, here in walk_named(repo, head, Filters(path=target), store.sealed_history()):
         assert here is not None
         commit = repo[version.id].peel(pygit2.Commit)
         snap = store.snapshot_of(commit)
@@ -291,12 +291,16 @@ def erase(
         )
     doomed = {bytes.fromhex(t.blob) for t in live}
     removed = _current_holding(store.snapshot(), doomed)
-    notes = _notes(removed, live)
+    visible = [t for t in live if _name_visible(store, t)]
+    notes = _notes(removed, visible, sealed=store.sealed_names)
+    named = bool(visible)
     if dry_run or not live:
         if not dry_run:
             store.finish_erasure()  # an earlier run of this erasure may have left work: finish it
             store.finish_removal()
-        return ErasureResult(dry_run, tuple(live), tuple(already), tuple(p.text for p in removed), notes=notes)
+        return ErasureResult(
+            dry_run, tuple(live), tuple(already), tuple(p.text for p in removed), names_visible=named, notes=notes
+        )
 
     def build(snap: Snapshot) -> Change:
         files = "file version" if len(live) == 1 else "file versions"
@@ -323,25 +327,50 @@ def erase(
         raise
     assert version is not None
     return ErasureResult(
-        False, tuple(live), tuple(already), tuple(p.text for p in removed), commit=version, notes=notes
+        False,
+        tuple(live),
+        tuple(already),
+        tuple(p.text for p in removed),
+        commit=version,
+        names_visible=named,
+        notes=notes,
     )
+
+
+def _name_visible(store: Store, target: FileVersion) -> bool:
+    """Whether the name of ``target`` stays readable once it is erased: the
+    version was written where names are not sealed (a vault without sealed
+    names, or a commit from before it sealed them)."""
+    if not store.sealed_names:
+        return True
+    try:
+        return not store.snapshot(target.version).sealed
+    except VaultError:
+        return True
 
 
 def _current_holding(snap: Snapshot, doomed: set[bytes]) -> list[MemoryPath]:
     return [file_path for file_path, oid in snap.files(MemoryPath(())) if oid in doomed]
 
 
-def _notes(removed: Sequence[MemoryPath], live: Sequence[FileVersion]) -> tuple[str, ...]:
+def _notes(removed: Sequence[MemoryPath], visible: Sequence[FileVersion], sealed: bool) -> tuple[str, ...]:
     notes = []
     if removed:
         notes.append(f"{len(removed)} current file(s) hold erased content and leave the memory in the same commit.")
-    if live:
-        names = sorted({t.path for t in live})
+    if visible:
+        names = sorted({t.path for t in visible})
+        where = (
+            "File names are not sealed in this vault"
+            if not sealed
+            else "These versions were written before this vault sealed its names"
+        )
         notes.append(
-            "File names are not sealed in this vault: the name(s) "
+            f"{where}: the name(s) "
             + ", ".join(names[:5])
             + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             + " stay readable, without the key, in the trees of the versions that held them "
             "(`git log --stat`); the content does not."
         )
+    elif sealed:
+        notes.append("Names are sealed in this vault: each erased version's name is erased with its content.")
     return tuple(notes)

@@ -91,7 +91,8 @@ def find_stale(vault: Store, snap: Snapshot, unread_for: int, now: float) -> lis
     used = vault.reads.load()
     # a write logged for a folder (a restore, a moved folder) counts for every file in it
     logged = {
-        p: max(used.get(MemoryPath(p.parts[:depth]).text, -1) for depth in range(len(p.parts) + 1)) for p in files
+        p: max(used.get(vault.reads.stored(MemoryPath(p.parts[:depth]).text), -1) for depth in range(len(p.parts) + 1))
+        for p in files
     }
     unknown = {p: oid for p, oid in files.items() if logged[p] < 0}
     written = last_written(vault, snap, unknown) if unknown else {}
@@ -134,6 +135,7 @@ def expire(
     if version is None:
         return ExpireResult((), None)  # every stale file was written again meanwhile
     kept = vault.reads.load()
-    vault.reads.compact({p: t for p, t in kept.items() if p not in version.paths})
+    gone = {vault.reads.stored(p) for p in version.paths}
+    vault.reads.compact({p: t for p, t in kept.items() if p not in gone})
     deleted = set(version.paths)
     return ExpireResult(tuple(s for s in listed if s.path in deleted), version)

@@ -148,4 +148,4 @@ def _changed(
     entries = snap.trees.get(snap.read_raw, mine[1])
     old = snap.trees.get(snap.read_raw, theirs[1]) if theirs is not None and theirs[0] == objects.MODE_TREE else {}
     for name, entry in entries.items():
-        yield from _changed(snap, path.child(name.decode("utf-8")), entry, old.get(name))
+        yield from _changed(snap, snap.child_path(path, name, entry), entry, old.get(name))

@@ -16,14 +16,15 @@ import contextlib
 import heapq
 import itertools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
 import pygit2
 
-from vaultmem.core.paths import MemoryPath, parse
+from vaultmem.core.names import MARKER, Names, is_sealed
+from vaultmem.core.paths import MemoryPath, parse_stored
 from vaultmem.core.versions import (
     Filters,
     Person,
@@ -260,11 +261,31 @@ def _tree(repo: pygit2.Repository, oid: pygit2.Oid, version: pygit2.Oid) -> pygi
     return tree
 
 
-def _entry_id(repo: pygit2.Repository, version: pygit2.Oid, root: pygit2.Oid, target: MemoryPath) -> pygit2.Oid | None:
+@dataclass(frozen=True)
+class SealedNames:
+    """What the history needs to follow a path through commits that store
+    sealed names: the name key, and ``unseal(commit id, stored path)``, the
+    real path a commit's tree holds under a stored one (None if erased)."""
+
+    names: Names
+    unseal: Callable[[bytes, MemoryPath], MemoryPath | None]
+
+
+def _entry_id(
+    repo: pygit2.Repository,
+    version: pygit2.Oid,
+    root: pygit2.Oid,
+    target: MemoryPath,
+    sealed: SealedNames | None = None,
+) -> pygit2.Oid | None:
     """The id at ``target`` in the tree ``root`` of ``version``, None if there is
-    nothing there; a tree on the way that cannot be read is an IntegrityError."""
+    nothing there; a tree on the way that cannot be read is an IntegrityError.
+    A commit whose root holds the sealed-names marker is read through tokens."""
     oid = root
-    names = ("memories", *target.parts)
+    parts = target.parts
+    if sealed is not None and parts and not is_sealed(target) and MARKER.decode() in _tree(repo, root, version):
+        parts = sealed.names.seal(target).parts
+    names = ("memories", *parts)
     for depth, name in enumerate(names, 1):
         tree = _tree(repo, oid, version)
         try:
@@ -277,27 +298,29 @@ def _entry_id(repo: pygit2.Repository, version: pygit2.Oid, root: pygit2.Oid, ta
     return oid
 
 
-def touches(repo: pygit2.Repository, commit: CommitLike, target: MemoryPath) -> bool:
+def touches(repo: pygit2.Repository, commit: CommitLike, target: MemoryPath, sealed: SealedNames | None = None) -> bool:
     """Whether ``commit`` changed what is at ``target`` (a file or a folder),
     compared with the parent its object records (a merge: its first parent,
     the side that made it; what the merge brought from the other side was
     changed there, in that side's versions)."""
-    mine = _entry_id(repo, commit.id, commit.tree_id, target)
+    mine = _entry_id(repo, commit.id, commit.tree_id, target, sealed)
     recorded = commit if isinstance(commit, RawCommit) else read_commit(repo, commit.id)  # libgit2's may be grafted
     if not recorded.parent_ids:
         return mine is not None
     parent = read_commit(repo, recorded.parent_ids[0])
-    return _entry_id(repo, parent.id, parent.tree_id, target) != mine
+    return _entry_id(repo, parent.id, parent.tree_id, target, sealed) != mine
 
 
-def walk(repo: pygit2.Repository, head: pygit2.Oid, filters: Filters) -> Iterator[Version]:
+def walk(
+    repo: pygit2.Repository, head: pygit2.Oid, filters: Filters, sealed: SealedNames | None = None
+) -> Iterator[Version]:
     """Versions newest first that pass ``filters``; see :func:`walk_named`."""
-    for version, _ in walk_named(repo, head, filters):
+    for version, _ in walk_named(repo, head, filters, sealed):
         yield version
 
 
 def walk_named(
-    repo: pygit2.Repository, head: pygit2.Oid, filters: Filters
+    repo: pygit2.Repository, head: pygit2.Oid, filters: Filters, sealed: SealedNames | None = None
 ) -> Iterator[tuple[Version, MemoryPath | None]]:
     """Versions newest first that pass ``filters``, each with the name the
     filtered path had in it (None without a path); a path is followed back
@@ -312,7 +335,9 @@ def walk_named(
     commit, so a commit that lies about its paths fails ``verify()``.
 
     The history is the one the commits record (see :func:`commits`); a commit
-    or tree that cannot be read raises ``IntegrityError``.
+    or tree that cannot be read raises ``IntegrityError``.  With ``sealed``,
+    commits that store sealed names are matched by the path's tokens; the
+    versions come as the commits record them (sealed paths stay sealed).
     """
     tracked = filters.path
     at_commit: dict[bytes, MemoryPath] = {}  # the name the path had in a commit not yet reached
@@ -322,12 +347,13 @@ def walk_named(
         if tracked is not None:
             here = at_commit.pop(commit.id.raw, tracked)
             before = here
-            if _may_touch(commit.message, here.text) and touches(repo, commit, here):
+            spelled = [here.text] if sealed is None else [here.text, sealed.names.seal(here).text]
+            if _may_touch(commit.message, *spelled) and touches(repo, commit, here, sealed):
                 version = Version.from_commit(commit)
-                before = _before_rename(version, here)
+                before = _before_rename(version, here, commit, sealed)
             parents = commit.parent_ids  # libgit2's are the recorded ones: commits() reads raw where they may differ
             for parent in parents:
-                named = _in_parent(repo, commit, parent, before) if len(parents) > 1 else before
+                named = _in_parent(repo, commit, parent, before, sealed) if len(parents) > 1 else before
                 at_commit.setdefault(parent.raw, named)
             tracked = before
             if version is None:
@@ -337,28 +363,56 @@ def walk_named(
             yield version, here
 
 
-def _in_parent(repo: pygit2.Repository, merge: CommitLike, parent: pygit2.Oid, path: MemoryPath) -> MemoryPath:
+def _in_parent(
+    repo: pygit2.Repository, merge: CommitLike, parent: pygit2.Oid, path: MemoryPath, sealed: SealedNames | None
+) -> MemoryPath:
     """The name ``path`` (a path of a merge commit) had in one of its parents:
     the same, unless that side never made a rename the merge carried over."""
     found = read_commit(repo, parent)
-    if _entry_id(repo, parent, found.tree_id, path) is not None:
+    if _entry_id(repo, parent, found.tree_id, path, sealed) is not None:
         return path
     for value in parse_trailers(merge.message).get("Vaultmem-Renamed", []):
         old_text, sep, new_text = value.partition(" -> ")
         try:
-            old, new = parse(old_text), parse(new_text)
+            old, new = parse_stored(old_text), parse_stored(new_text)
         except VaultError:
             continue
-        if sep and path.is_within(new):
-            return MemoryPath(old.parts + path.parts[len(new.parts) :])
+        if sep:
+            moved = _renamed_back(path, old, new, merge, parent.raw, sealed)
+            if moved is not None:
+                return moved
     return path
+
+
+def _renamed_back(
+    path: MemoryPath, old: MemoryPath, new: MemoryPath, commit: CommitLike, before: bytes, sealed: SealedNames | None
+) -> MemoryPath | None:
+    """The name ``path`` had before a rename of ``old`` to ``new`` (as a
+    commit records them), None if the rename did not move it.  A rename
+    recorded with sealed names is matched by tokens; the old name is read
+    from the version before it (``before``, a commit id): if that was
+    erased, the path is followed no further back."""
+    if sealed is not None and is_sealed(new):
+        stored = sealed.names.seal(path)
+        if not stored.is_within(new):
+            return None
+        real_old = sealed.unseal(before, old)
+        if real_old is None:  # erased: only tokens are left, and they stand for themselves
+            tokens = MemoryPath(old.parts + stored.parts[len(new.parts) :])
+            sealed.names.alias(tokens, tokens)
+            return tokens
+        return MemoryPath(real_old.parts + path.parts[len(new.parts) :])
+    if path.is_within(new):
+        return MemoryPath(old.parts + path.parts[len(new.parts) :])
+    return None
 
 
 _PATH_TRAILER = "\nVaultmem-Path: "
 
 
-def _may_touch(message: str, target: str) -> bool:
-    """Whether a commit's trailers leave open that it changed ``target``."""
+def _may_touch(message: str, *targets: str) -> bool:
+    """Whether a commit's trailers leave open that it changed ``targets``
+    (one path, as it is spelled with and without sealed names)."""
     at = message.find(_PATH_TRAILER)
     if at < 0:
         return True
@@ -366,20 +420,21 @@ def _may_touch(message: str, target: str) -> bool:
         start = at + len(_PATH_TRAILER)
         end = message.find("\n", start)
         named = message[start : end if end >= 0 else len(message)]
-        if named == target or named.startswith(target + "/") or target.startswith(named + "/"):
-            return True
+        for target in targets:
+            if named == target or named.startswith(target + "/") or target.startswith(named + "/"):
+                return True
         at = message.find(_PATH_TRAILER, start)
     return False
 
 
-def _before_rename(version: Version, tracked: MemoryPath) -> MemoryPath:
+def _before_rename(version: Version, tracked: MemoryPath, commit: CommitLike, sealed: SealedNames | None) -> MemoryPath:
     """The name ``tracked`` had before ``version``, if that version renamed it."""
     if version.command != "rename" or len(version.paths) != 2 or tracked.is_root:
         return tracked
     try:
-        old, new = parse(version.paths[0]), parse(version.paths[1])
+        old, new = parse_stored(version.paths[0]), parse_stored(version.paths[1])
     except VaultError:
         return tracked
-    if tracked.is_within(new):
-        return MemoryPath(old.parts + tracked.parts[len(new.parts) :])
-    return tracked
+    parents = commit.parent_ids
+    moved = _renamed_back(tracked, old, new, commit, parents[0].raw if parents else b"", sealed)
+    return moved if moved is not None else tracked

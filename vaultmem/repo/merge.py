@@ -19,12 +19,13 @@ import pygit2
 
 from vaultmem.core import merge as rules
 from vaultmem.core.crypto import Keyring
-from vaultmem.core.paths import MemoryPath, parse
+from vaultmem.core.names import Names, is_sealed
+from vaultmem.core.paths import MemoryPath, parse, parse_stored
 from vaultmem.core.policy import Policy
 from vaultmem.core.versions import format_message, parse_trailers
 from vaultmem.errors import ConflictError, ErasedError
 from vaultmem.git import objects
-from vaultmem.git.snapshot import Layouts, ReadRaw, SizeCache, Snapshot, TreeCache, TreeEditor
+from vaultmem.git.snapshot import Layouts, ReadRaw, SizeCache, Snapshot, TreeCache, TreeEditor, relay, root_tree
 
 MERGE_TRAILER = "Vaultmem-Merge"
 CONFLICT_TRAILER = "Vaultmem-Conflict"
@@ -64,10 +65,16 @@ def _files(snap: Snapshot) -> dict[str, bytes]:
 
 
 def side_renames(
-    repo: pygit2.Repository, base: pygit2.Oid | None, tip: pygit2.Oid, files: Iterable[str]
+    repo: pygit2.Repository,
+    base: pygit2.Oid | None,
+    tip: pygit2.Oid,
+    files: Iterable[str],
+    reader: tuple[ReadRaw, Keyring, TreeCache] | None = None,
 ) -> dict[str, str]:
     """Where each of ``files`` (paths at ``base``) went on the way to ``tip``:
-    the renames its commits record, oldest first, folder renames included."""
+    the renames its commits record, oldest first, folder renames included.
+    A rename recorded with sealed names is read through ``reader``: the new
+    name from the version it wrote."""
     walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
     if base is not None:
         walker.hide(base)
@@ -80,10 +87,38 @@ def side_renames(
         if trailers.get("Vaultmem-Command", [""])[0] != "rename" or len(named) != 2:
             continue
         old, new = named
+        names = reader[1].names if reader is not None else None
+        if names is not None and is_sealed(parse_stored(old)):
+            assert reader is not None
+            _sealed_rename(reader, commit.id.raw, names, current, old, new)
+            continue
         for path, now in current.items():
             if now == old or now.startswith(old + "/"):
                 current[path] = new + now[len(old) :]
     return {path: now for path, now in current.items() if now != path}
+
+
+def _sealed_rename(
+    reader: tuple[ReadRaw, Keyring, TreeCache],
+    commit: bytes,
+    names: Names,
+    current: dict[str, str],
+    old: str,
+    new: str,
+) -> None:
+    """Apply one rename recorded with sealed names to ``current``."""
+    depth = len(parse_stored(old).parts)
+    renamed: MemoryPath | None = None
+    for path, now in current.items():
+        sealed = names.seal_text(now)
+        if sealed != old and not sealed.startswith(old + "/"):
+            continue
+        if renamed is None:
+            read, keyring, trees = reader
+            renamed = Snapshot(read, keyring, SizeCache(), trees, commit).unseal(parse_stored(new))
+            if renamed is None:
+                return  # the new name was erased since: nothing to follow
+        current[path] = MemoryPath(renamed.parts + parse_stored(now).parts[depth:]).text
 
 
 def build_main_merge(
@@ -117,15 +152,19 @@ def build_main_merge(
                 raise
             return b""  # an erased common version: both sides' texts stand alone (a conflict keeps both)
 
+    reader = (read, keyring, trees)
     tips = {
-        side: rules.Tip(listed[side], side_renames(repo, base, tip, listed["base"]), str(tip)[:LABEL])
+        side: rules.Tip(listed[side], side_renames(repo, base, tip, listed["base"], reader), str(tip)[:LABEL])
         for side, tip in (("ours", ours), ("theirs", theirs))
     }
     ours_commit, theirs_commit = repo[ours].peel(pygit2.Commit), repo[theirs].peel(pygit2.Commit)
     newer_theirs = (theirs_commit.commit_time, str(theirs)) > (ours_commit.commit_time, str(ours))
     result = rules.merge(listed["base"], tips["ours"], tips["theirs"], plain, "theirs" if newer_theirs else "ours")
 
-    editor = TreeEditor(read, trees, snaps["ours"].memories_id, layouts)
+    names = keyring.names
+    editor = TreeEditor(read, trees, snaps["ours"].memories_id, layouts, names)
+    if names is not None and not snaps["ours"].sealed and snaps["ours"].memories_id is not None:
+        relay(snaps["ours"], editor)
     ours_files = listed["ours"]
     changed: set[str] = set()
     for path in sorted(set(ours_files) - set(result.files)):
@@ -143,10 +182,7 @@ def build_main_merge(
             editor.write_blob(target, keyring.seal(path, content, now))
         changed.add(path)
     memories = editor.write()
-    root = objects.packed(
-        objects.TREE,
-        objects.encode_tree({b"memories": (objects.MODE_TREE, memories)} if memories else {}),
-    )
+    root, made = root_tree(memories, sealed=names is not None, marker_known=snaps["ours"].sealed)
     report = MergeReport(
         merged=str(theirs),
         changed=sorted(changed),
@@ -155,15 +191,19 @@ def build_main_merge(
         kept=result.kept,
         renamed=result.renamed,
     )
+
+    def stored(text: str) -> str:
+        return names.seal_text(text) if names is not None else text
+
     trailers = [(MERGE_TRAILER, f"{theirs} from {remote}")]
-    trailers += [(MERGED_TRAILER, path) for path in result.merged]
-    trailers += [(CONFLICT_TRAILER, f"{path} -> {beside}") for path, beside in result.conflicts]
-    trailers += [(KEPT_TRAILER, path) for path in result.kept]
-    trailers += [(RENAMED_TRAILER, f"{old} -> {new}") for old, new in result.renamed]
-    named = tuple(parse(p) for p in report.changed) or (MemoryPath(()),)
+    trailers += [(MERGED_TRAILER, stored(path)) for path in result.merged]
+    trailers += [(CONFLICT_TRAILER, f"{stored(path)} -> {stored(beside)}") for path, beside in result.conflicts]
+    trailers += [(KEPT_TRAILER, stored(path)) for path in result.kept]
+    trailers += [(RENAMED_TRAILER, f"{stored(old)} -> {stored(new)}") for old, new in result.renamed]
+    named = tuple(parse_stored(stored(p)) for p in report.changed) or (MemoryPath(()),)
     subject = f"{str(theirs)[:10]} from {remote}: " + _counted(report)
     message = format_message("merge", named, actor, None, trailers, subject)
-    return [*editor.new, root], root.id, message, report
+    return [*editor.new, *made], root.id, message, report
 
 
 def _counted(report: MergeReport) -> str:

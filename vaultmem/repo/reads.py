@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from vaultmem.git import durable
@@ -20,14 +21,18 @@ _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW
 class ReadLog:
     """When each memory file was last read or written (outside the history)."""
 
-    def __init__(self, gitdir: Path) -> None:
+    def __init__(self, gitdir: Path, stored: Callable[[str], str] = str) -> None:
         self.path = gitdir / durable.STATE_DIR / READS_FILE
+        # How a path is written to the log: a vault with sealed names logs
+        # tokens, so the log never holds a real name.
+        self.stored = stored
         self._noted: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def note(self, paths: list[str], when: float, always: bool = False) -> None:
         """Record use of ``paths`` at ``when``; best effort (the log is disposable)."""
         moment = int(when)
+        paths = [self.stored(p) for p in paths]
         with self._lock:
             fresh = [p for p in paths if always or moment - self._noted.get(p, -GRANULARITY) >= GRANULARITY]
             for p in fresh:
@@ -43,7 +48,8 @@ class ReadLog:
                 os.close(fd)
 
     def load(self) -> dict[str, int]:
-        """The latest time logged for each path (malformed lines are skipped)."""
+        """The latest time logged for each path, as :attr:`stored` spells it
+        (malformed lines are skipped)."""
         latest: dict[str, int] = {}
         try:
             raw = self.path.read_bytes()
@@ -57,11 +63,27 @@ class ReadLog:
                 latest[path] = int(moment)
         return latest
 
+    def restate(self) -> None:
+        """Rewrite the log with every path as :attr:`stored` spells it now
+        (once a vault seals its names, so no real name stays in it).  Best
+        effort, like the log itself."""
+        latest = self.load()
+        if not latest:
+            return
+        keep: dict[str, int] = {}
+        for path, moment in latest.items():
+            stored = self.stored(path)
+            keep[stored] = max(moment, keep.get(stored, -1))
+        self._rewrite(keep)
+
     def compact(self, keep: dict[str, int]) -> None:
         """Rewrite the log as one line per path in ``keep`` once it is large.  Best
         effort: a read logged by another process meanwhile may be dropped."""
         if not self.path.exists() or self.path.stat().st_size < COMPACT_AT:
             return
+        self._rewrite(keep)
+
+    def _rewrite(self, keep: dict[str, int]) -> None:
         tmp = self.path.with_name(READS_FILE + ".new")
         with contextlib.suppress(OSError):
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

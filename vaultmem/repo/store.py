@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -34,6 +35,7 @@ from vaultmem.core.crypto import (
     new_kdf_params,
     read_key_file,
 )
+from vaultmem.core.names import TOKEN_LENGTH
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import Policy
 from vaultmem.core.values import is_int
@@ -70,13 +72,13 @@ from vaultmem.git.commits import (
     replay,
 )
 from vaultmem.git.journal import Journal
-from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor
+from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor, relay, root_tree
 from vaultmem.git.upkeep import Upkeep
 from vaultmem.repo import keys
 from vaultmem.repo import merge as merging
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
-from vaultmem.repo.history import first_parents, hiding_files, read_commit, walk
+from vaultmem.repo.history import SealedNames, first_parents, hiding_files, read_commit, walk
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
@@ -87,6 +89,7 @@ Clock = Callable[[], float]
 
 _SIGNATURE_BAD = set("<>\n\r\0")
 _TIME_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]|$)")
+_SEALED_PATH = re.compile(rf"/memories(?:/n[a-z2-7]{{{TOKEN_LENGTH}}}(?![^/\s,]))+")
 
 
 def _check_label(kind: str, value: str | None, optional: bool = False) -> None:
@@ -160,7 +163,7 @@ class Store:
         self._policy: tuple[str | None, Policy] | None = None
         self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
         self._chain_lock = threading.Lock()
-        self.reads = ReadLog(path)
+        self.reads = ReadLog(path, self._stored_text)
         self._keyring_stamp: list[tuple[int, int, int] | None] | None = None
         self._keyring_changed()
         self._erasure_checked = False
@@ -251,12 +254,19 @@ class Store:
         passphrase: str | None = None,
         clock: Clock = time.time,
         storage_format: int = FORMAT_VERSION,
+        sealed_names: bool = False,
     ) -> Self:
         """Create a new, empty vault in ``path`` (which must be missing or empty).
+        ``sealed_names=True`` stores every name as an opaque token, the real
+        name encrypted with each version (docs/erasure.md, "Sealed names").
         ``storage_format=1`` makes a vault of the format before erasure
         existed (for tests of the migration and of old vaults)."""
         if storage_format not in FORMATS:
             raise VaultError(f"Error: storage format {storage_format!r} is not one this vaultmem writes (1 or 2).")
+        if not isinstance(sealed_names, bool):
+            raise VaultError("Error: sealed_names must be True or False.")
+        if sealed_names and storage_format < 2:
+            raise VaultError("Error: sealed names need storage format 2.")
         folder = Path(path)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise VaultError(f"Error: {folder} exists and is not an empty folder; choose a new folder for the vault.")
@@ -279,6 +289,8 @@ class Store:
             repo.config["receive.denyNonFastForwards"] = "true"  # plain git cannot force a push into it
             (folder / durable.STATE_DIR).mkdir(mode=0o700)
             keyring = Keyring.create(user_key, protector, now, storage_format)
+            if sealed_names:
+                keyring.seal_names(now)
             vault = cls(folder, keyring, clock)
             durable.sync_filesystem(folder)
             with vault._lock.hold():
@@ -586,22 +598,28 @@ class Store:
                 change = build(snap)
                 now = int(self.clock())
                 old_root = snap.memories_id
-                editor = TreeEditor(self._read_raw, self._trees, old_root, self._layouts)
+                names = self.keyring.names
+                editor = TreeEditor(self._read_raw, self._trees, old_root, self._layouts, names)
+                if names is not None and not snap.sealed and old_root is not None:
+                    relay(snap, editor)  # the first commit with sealed names: every file under its token path
                 self._stage(snap, editor, change, now)
                 memories = editor.write()
-                if skip_if_unchanged and memories == old_root:
+                resealed = old_root is not None and snap.sealed != (names is not None)
+                if skip_if_unchanged and memories == old_root and not resealed:
                     return None
-                root = objects.packed(
-                    objects.TREE,
-                    objects.encode_tree({b"memories": (objects.MODE_TREE, memories)} if memories else {}),
-                )
+                root, made = root_tree(memories, sealed=names is not None, marker_known=snap.sealed)
                 message = format_message(
-                    change.command, change.paths, actor, session, change.trailers, subject=change.subject
+                    change.command,
+                    tuple(names.seal(p) for p in change.paths) if names is not None else change.paths,
+                    actor,
+                    session,
+                    change.trailers,
+                    subject=change.subject,
                 )
                 parents = [snap.commit_id] if snap.commit_id is not None else []
                 draft = Draft(root.id, parents, ident(actor, actor), now, message)
                 try:
-                    commit = self._commits.commit(MAIN, snap.commit_id, [*editor.new, root], draft, self._seal)
+                    commit = self._commits.commit(MAIN, snap.commit_id, [*editor.new, *made], draft, self._seal)
                 except RefMoved:
                     if attempt + 1 == ATTEMPTS:
                         raise ConflictError(
@@ -610,7 +628,7 @@ class Store:
                         ) from None
                     continue
                 break
-            self._recent.add([*editor.new, root, commit])
+            self._recent.add([*editor.new, *made, commit])
             self.reads.note(_written(change), now, always=True)
             version = Version(
                 id=commit.id.hex(),
@@ -626,6 +644,16 @@ class Store:
                 after(version)
         self._upkeep.poke()
         return version
+
+    def _stored_text(self, text: str) -> str:
+        """A path's text as this vault records it (sealed, if it seals names)."""
+        names = self._keyring.names
+        return names.seal_text(text) if names is not None else text
+
+    @property
+    def sealed_names(self) -> bool:
+        """Whether this vault seals its names (see :mod:`vaultmem.core.names`)."""
+        return self.keyring.names is not None
 
     def _stage(self, snap: Snapshot, editor: TreeEditor, change: Change, now: int) -> None:
         for target, entry in change.restores:
@@ -656,7 +684,62 @@ class Store:
         """The version ``at`` names: an id (or an unambiguous prefix), a git
         revision such as ``main~2``, or a point in time (the newest version at
         or before it; see :func:`history.parse_when`)."""
-        return Version.from_commit(self._resolve(at))
+        return self.present(Version.from_commit(self._resolve(at)))
+
+    def sealed_history(self) -> SealedNames | None:
+        """What the history needs to follow paths through sealed names, or None."""
+        names = self.keyring.names
+        if names is None:
+            return None
+
+        def unseal(commit: bytes, stored: MemoryPath) -> MemoryPath | None:
+            try:
+                return self._snapshot_at(commit).unseal(stored)
+            except (VaultError, KeyError, ValueError, pygit2.GitError):
+                return None
+
+        return SealedNames(names, unseal)
+
+    def _snapshot_at(self, commit: bytes) -> Snapshot:
+        return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit)
+
+    def unseal_text(self, text: str, commits: list[bytes]) -> str:
+        """Every sealed path in ``text`` (a message, a trailer) spelled with
+        its real name, read from the trees of ``commits`` (a version and its
+        parents); one whose every version was erased stays sealed."""
+        names = self.keyring.names
+        if names is None or "/memories/n" not in text:
+            return text
+
+        def real(match: re.Match[str]) -> str:
+            stored = paths.parse_stored(match.group(0))
+            found = names.known(stored)
+            for commit in commits:
+                if found is not None:
+                    break
+                with contextlib.suppress(VaultError, KeyError, ValueError, pygit2.GitError):
+                    found = self._snapshot_at(commit).unseal(stored)
+            return found.text if found is not None else match.group(0)
+
+        return _SEALED_PATH.sub(real, text)
+
+    def present(self, version: Version) -> Version:
+        """``version`` with real names where its commit records sealed ones."""
+        if self.keyring.names is None or "/memories/n" not in version.message:
+            return version
+        try:
+            commit = read_commit(self.repo, pygit2.Oid(hex=version.id))
+        except VaultError:
+            return version
+        where = [commit.id.raw, *(p.raw for p in commit.parent_ids)]
+        message = self.unseal_text(version.message, where)
+        trailers = parse_trailers(message)
+        return dataclasses.replace(
+            version,
+            message=message,
+            paths=tuple(trailers.get("Vaultmem-Path", [])),
+            conflicts=tuple(trailers.get("Vaultmem-Conflict", [])),
+        )
 
     def read(self, path: str, at: str | datetime | None = None) -> str:
         """A file's text now, or at an earlier version."""
@@ -715,8 +798,8 @@ class Store:
         out: list[Version] = []
         if head is None or limit == 0:
             return out
-        for version in walk(self.repo, head, filters):
-            out.append(version)
+        for version in walk(self.repo, head, filters, self.sealed_history()):
+            out.append(self.present(version))
             if limit is not None and len(out) >= limit:
                 break
         return out
@@ -869,7 +952,59 @@ class Store:
                 progress(done, len(files))
         return change
 
-    def migrate(self, progress: Progress | None = None) -> bool:
+    def migrate(self, progress: Progress | None = None, *, sealed_names: bool = False, actor: str = "vaultmem") -> bool:
+        """Move a format 1 vault to format 2 (see :meth:`migrate_format`);
+        with ``sealed_names``, then seal its names (see :meth:`seal_names`).
+        False if there was nothing to do."""
+        if not isinstance(sealed_names, bool):
+            raise VaultError("Error: sealed_names must be True or False.")
+        changed = self.migrate_format(progress)
+        if sealed_names:
+            changed = self.seal_names(actor=actor) or changed
+        return changed
+
+    def seal_names(self, *, actor: str = "vaultmem") -> bool:
+        """From now on store every name as an opaque token (format 2): the
+        keyring gains a name key, then one ``seal-names`` commit stores every
+        current file under its token path (the versions themselves, which
+        already hold their names encrypted, stay as they are).  Commits made
+        before keep the names they were written with.  Crash-safe: a run
+        again (or any later write) finishes it.  False if nothing was left to do."""
+        with self._lock.hold():
+            self._commits.recover()
+            self._keyring_stamp = None
+            self.refresh_keyring()
+            if self.keyring.format < 2:
+                raise VaultError(
+                    "Error: sealed names need storage format 2; run `vaultmem migrate --sealed-names`, "
+                    "which migrates first."
+                )
+            changed = False
+            if self.keyring.names is None:
+                keys.check_unchanged(self.repo, self.keyring)
+                now = int(self.clock())
+                ring = Keyring.unlock(copy.deepcopy(self.keyring.doc), self.keyring.user_key)
+                ring.seal_names(now)
+                try:
+                    write_keyring(self._commits, ring, "vaultmem: seal names", now)
+                except OSError as err:
+                    raise StorageError(
+                        f"Error: {commit_path.storage_reason(err)}, so names were not sealed. Free space or fix "
+                        "the permissions, then try again."
+                    ) from err
+                self.keyring = ring
+                self._keyring_stamp = None
+                self._keyring_changed()
+                changed = True
+                commit_path.step("seal-names-keyring")
+            if self.snapshot().sealed or self._head() is None:
+                self.reads.restate()
+                return changed
+        version = self.mutate(lambda snap: Change("seal-names", (MemoryPath(()),)), actor=actor)
+        self.reads.restate()  # the log of reads, too, names files by their tokens from now on
+        return changed or version is not None
+
+    def migrate_format(self, progress: Progress | None = None) -> bool:
         """Move a format 1 vault to format 2.  Every commit keeps its id and
         its seal.  Each format 1 file version of the history gets a shadow: a
         copy re-encrypted under a format 2 key of its own, bound to that
@@ -1004,6 +1139,8 @@ class Store:
         now = int(self.clock())
         tips = keys.keyring_tips(self.repo)
         done = self.keyring.destroy(blobs, erasure, now)
+        if done and self.keyring.names is not None:
+            self.keyring.names.forget()  # no name this process read stays known once erased
         try:
             if done:
                 files = "file version" if len(done) == 1 else "file versions"

@@ -34,7 +34,8 @@ import pygit2
 
 from vaultmem.core.crypto import Keyring, UserKey, keyring_problems
 from vaultmem.core.lru import LRU
-from vaultmem.core.paths import MemoryPath, parse
+from vaultmem.core.names import MARKER, MARKER_CONTENT, is_token
+from vaultmem.core.paths import MemoryPath, parse_stored
 from vaultmem.core.versions import COMMANDS, parse_trailers, split_seal
 from vaultmem.errors import VaultError
 from vaultmem.git import objects
@@ -110,6 +111,7 @@ class Verifier:
         self.missing_keys: set[str] = set()
         self.erased: dict[bytes, str] = {}  # erased blob -> the erasure commit its record names
         self.listed: dict[bytes, str] = {}  # blob -> the forget commit that lists it
+        self._sealed = False  # whether the commit being checked seals its names
 
     def find(self, kind: Kind, path: str | None, detail: str) -> None:
         self.report.findings.append(Finding(kind, self._commit or None, path, detail))
@@ -187,7 +189,7 @@ class Verifier:
             self.find("message", None, "the message names no Vaultmem-Path")
         for value in trailers.get("Vaultmem-Path", []):
             try:
-                parse(value)
+                parse_stored(value)
             except VaultError:
                 self.find("message", None, f"Vaultmem-Path {value!r} is not a memory path")
 
@@ -197,9 +199,12 @@ class Verifier:
         entries = self._tree(tree_id, "/", may_be_empty=True)  # the memory after its last file is deleted
         if entries is None:
             return
-        extra = set(entries) - {b"memories"}
+        extra = set(entries) - {b"memories", MARKER}
         if extra:
             self.find("tree", "/", f"the root tree holds more than memories/ ({sorted(extra)!r})")
+        self._sealed = MARKER in entries
+        if self._sealed:
+            self._check_marker(entries[MARKER])
         memories = entries.get(b"memories")
         if memories is None:
             return
@@ -208,6 +213,13 @@ class Verifier:
             return
         before = self._known(base).get(b"memories")
         self._walk(MemoryPath(()), memories[1], before[1] if before and before[0] == objects.MODE_TREE else _NO_TREE)
+
+    def _check_marker(self, entry: tuple[int, bytes]) -> None:
+        found = self.read(entry[1], "/") if entry[0] == objects.MODE_BLOB else None
+        if found is None or found[1] != MARKER_CONTENT:
+            self.find("tree", "/", "the sealed-names marker is not the blob vaultmem writes")
+        if self.keyring.names is None:
+            self.find("keyring", None, "this version seals its names, but the keyring holds no name key")
 
     def _known(self, tree_id: bytes) -> Entries:
         """A tree checked earlier (in a parent); empty if it was not well formed."""
@@ -234,9 +246,12 @@ class Verifier:
                 continue
             try:
                 child = path.child(name.decode("utf-8"))
-                parse(child.text)
+                parse_stored(child.text)
             except (UnicodeDecodeError, VaultError):
                 self.find("tree", path.text, f"entry {name!r} is not a name a memory path may have")
+                continue
+            if self._sealed and not is_token(child.name):
+                self.find("tree", path.text, f"entry {name!r} is a plain name in a version that seals its names")
                 continue
             if mode == objects.MODE_TREE:
                 self._walk(child, oid, old[1] if old is not None and old[0] == objects.MODE_TREE else _NO_TREE)
@@ -292,7 +307,10 @@ class Verifier:
                 self.erased[oid] = erasure.commit
                 self.report.erased = len(self.erased)
                 return
-            self.keyring.open(path.text, found[1])
+            if self._sealed:
+                self.keyring.open_stored(path.text, found[1])
+            else:
+                self.keyring.open(path.text, found[1])
         except VaultError:
             self.find("blob", path.text, "does not authenticate at this path (edited, or moved from another path)")
 
