@@ -144,6 +144,17 @@ def forget_time(path: Path, key: str) -> tuple[float, int]:
         return time.perf_counter() - start, len(result.versions)
 
 
+def ratio_row(disk: str, runs: list[tuple[float, ...]], ratio: int, before: int, after: int) -> str:
+    """One table row: the median ratio (field ``ratio`` of each run) with its
+    spread, both sides' p50 (fields ``before`` and ``after``), the verdict."""
+    ratios = [run[ratio] for run in runs]
+    middle = statistics.median(ratios)
+    spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(runs) > 1 else ""
+    verdict = "met" if middle <= WRITE_TARGET else "missed"
+    one, two = statistics.median(run[before] for run in runs), statistics.median(run[after] for run in runs)
+    return f"| {disk} | {middle:.2f}{spread} | {one:,.0f} | {two:,.0f} | at most {WRITE_TARGET:.2f} | {verdict} |"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="runs of each case (default 5)")
@@ -219,15 +230,7 @@ def main() -> None:
         "| disk | format 2 / format 1 | p50 format 1 (µs) | p50 format 2 (µs) | target | verdict |",
         "|---|---|---|---|---|---|",
     ]
-    for disk in disks:
-        got = writes[disk]
-        ratio = statistics.median(w[0] for w in got)
-        spread = f" ({min(w[0] for w in got):.2f}-{max(w[0] for w in got):.2f})" if len(got) > 1 else ""
-        verdict = "met" if ratio <= WRITE_TARGET else "missed"
-        one, two = statistics.median(w[1] for w in got), statistics.median(w[2] for w in got)
-        lines.append(
-            f"| {disk} | {ratio:.2f}{spread} | {one:,.0f} | {two:,.0f} | at most {WRITE_TARGET:.2f} | {verdict} |"
-        )
+    lines += [ratio_row(disk, writes[disk], ratio=0, before=1, after=2) for disk in disks]
     lines += [
         "",
         "## The write path with sealed names",
@@ -238,15 +241,7 @@ def main() -> None:
         "| disk | sealed / plain names | p50 plain (µs) | p50 sealed (µs) | target | verdict |",
         "|---|---|---|---|---|---|",
     ]
-    for disk in disks:
-        got = writes[disk]
-        ratio = statistics.median(w[3] for w in got)
-        spread = f" ({min(w[3] for w in got):.2f}-{max(w[3] for w in got):.2f})" if len(got) > 1 else ""
-        verdict = "met" if ratio <= WRITE_TARGET else "missed"
-        plain, sealed = statistics.median(w[2] for w in got), statistics.median(w[4] for w in got)
-        lines.append(
-            f"| {disk} | {ratio:.2f}{spread} | {plain:,.0f} | {sealed:,.0f} | at most {WRITE_TARGET:.2f} | {verdict} |"
-        )
+    lines += [ratio_row(disk, writes[disk], ratio=3, before=2, after=4) for disk in disks]
     seconds = [f[0] for f in forgets]
     spread = f" ({min(seconds):.2f}-{max(seconds):.2f})" if len(seconds) > 1 else ""
     verdict = "met" if statistics.median(seconds) < FORGET_TARGET else "missed"
