@@ -10,6 +10,7 @@ import hmac
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +58,11 @@ def plain_everywhere(folder: Path) -> bytes:
     for _name, data in every_file_bytes(folder):
         pieces.extend(inflated(data))
     return b"\n".join(pieces)
+
+
+def fsck(folder: Path) -> None:
+    """Stock git finds nothing wrong (dangling objects of a killed process are no fault)."""
+    subprocess.run(["git", "-C", str(folder), "fsck", "--strict"], check=True, capture_output=True)
 
 
 def tree_names(folder: Path, rev: str = "main") -> list[str]:
@@ -118,7 +124,7 @@ def test_no_name_is_stored_in_plain_anywhere(sealed: Vault, tmp_path: Path) -> N
     everything = plain_everywhere(folder)
     for name in NAMES:
         assert name.encode() not in everything, name
-    assert git(folder, "fsck", "--strict", check=False) == ""
+    fsck(folder)
     assert sealed.verify().ok
 
 
@@ -207,7 +213,7 @@ def test_forget_erases_the_name_with_the_content(sealed: Vault, tmp_path: Path, 
         reopened.read(created.paths[0], at=created.id)
     report = reopened.verify()
     assert report.ok and report.erased == 3
-    assert git(folder, "fsck", "--strict", check=False) == ""
+    fsck(folder)
     # forgetting again by name still finds the versions (the token is the name's)
     again = reopened.forget("/memories/clients/ada_lovelace.xml", reason="GDPR request 4411")
     assert again.versions == () and len(again.already) == 3
@@ -435,3 +441,51 @@ def test_a_clone_that_wrote_plain_names_merges_into_a_sealed_vault(tmp_path: Pat
             "rename",
             "create",
         ]
+
+
+SEAL_AND_DIE = r"""
+import os, sys
+from vaultmem import Vault
+from vaultmem.git import commits
+path, key, mode = sys.argv[1:4]
+seen = []
+def die(name):
+    seen.append(name)
+    if mode != "count" and len(seen) == int(mode):
+        os._exit(7)
+commits.on_step = die
+Vault.open(path, key=key).migrate(sealed_names=True)
+print(len(seen))
+"""
+
+
+def test_a_migration_to_sealed_names_killed_at_any_step_is_before_or_after_and_runs_again(
+    tmp_path: Path, key: str
+) -> None:
+    template = tmp_path / "v1.vault"
+    vault = Vault.init(template, key=key, storage_format=1)
+    story(vault)
+    before = {e.path: vault.read(e.path) for e in vault.listing() if e.kind == "file"}
+    vault.close()
+    run = [sys.executable, "-c", SEAL_AND_DIE]
+    counted = subprocess.run(
+        [*run, str(shutil.copytree(template, tmp_path / "count")), key, "count"], text=True, capture_output=True
+    )
+    assert counted.returncode == 0, counted.stderr
+    steps = int(counted.stdout.split()[-1])
+    assert steps >= 8  # the migration's steps, the keyring's, then the seal-names commit's
+    for k in range(1, steps + 1):
+        case = shutil.copytree(template, tmp_path / f"case-{k}")
+        died = subprocess.run([*run, str(case), key, str(k)], capture_output=True, text=True)
+        assert died.returncode == 7, (k, died.stderr)
+        fsck(case)
+        after = Vault.open(case, key=key)
+        assert after.verify().ok, k
+        assert {e.path: after.read(e.path) for e in after.listing() if e.kind == "file"} == before, k
+        after.close()
+        Vault.open(case, key=key).migrate(sealed_names=True)
+        final = Vault.open(case, key=key)
+        assert final.keyring.format == 2 and final.sealed_names and final.verify().ok, k
+        assert {e.path: final.read(e.path) for e in final.listing() if e.kind == "file"} == before, k
+        assert all(is_token(n.split("/")[-1]) for n in tree_names(case) if n.startswith("memories/")), k
+        final.close()
