@@ -639,13 +639,29 @@ ELSEWHERE = [
     "  two histories that diverged by 100 versions each, and a tool call with automatic sync on and off",
     "  (`python bench/sync.py`).",
     "- [erasure-speed.md](erasure-speed.md): erasure: how fast `find` scans a history, what a key",
-    "  per file version costs the write path against format 1 (quiet and busy, one run), and `forget`",
-    "  across 100,000 commits (`python bench/erasure.py`).",
+    "  per file version costs the write path against format 1 and what sealed names cost it against",
+    "  plain names (quiet and busy, one run), and `forget` across 100,000 commits",
+    "  (`python bench/erasure.py`).",
 ]
 
 
-def render(results: Results) -> str:
-    """The whole page."""
+def erasure_tables(page: str) -> list[str]:
+    """The tables of erasure-speed.md (its targets), under its own headings one
+    level down, to be repeated on this page as that page last measured them."""
+    lines = ["", "### Erasure targets, as [erasure-speed.md](erasure-speed.md) last measured them"]
+    taken = False
+    for line in page.splitlines():
+        if line.startswith("## "):
+            lines += ["", "##" + line, ""]
+            taken = True
+        elif taken and line.startswith("|"):
+            lines.append(line)
+    return lines if taken else []
+
+
+def render(results: Results, erasure_page: str | None = None) -> str:
+    """The whole page; with ``erasure_page`` (erasure-speed.md's text), its
+    target tables too."""
     sections = [
         _header(results),
         _targets(results),
@@ -656,6 +672,7 @@ def render(results: Results) -> str:
         _opens(results),
         _memory(results),
         ELSEWHERE,
+        erasure_tables(erasure_page) if erasure_page is not None else [],
     ]
     return "\n".join(line for section in sections for line in section) + "\n"
 

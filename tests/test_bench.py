@@ -31,7 +31,7 @@ from backends import BODY, BenchError, DurableSDK, padding_edit  # noqa: E402
 from busy import BusyDisk, BusyError  # noqa: E402
 from machine import ext4_journal, io_stall, mount_of  # noqa: E402
 from measure import BUSY, COMMANDS, MUTATING, QUIET, make_call, paired, percentile, run_sweep, summarize  # noqa: E402
-from report import evaluate_targets, shown  # noqa: E402
+from report import erasure_tables, evaluate_targets, shown  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -788,3 +788,10 @@ def test_the_erasure_bench_times_find_writes_and_forget_and_gives_verdicts(tmp_p
     assert "200 versions" in page
     forget = [line for line in page.splitlines() if line.startswith("| 400 |")]
     assert len(forget) == 1 and forget[0].split("|")[-2].strip() in ("met", "missed")
+
+
+def test_the_benchmarks_page_repeats_the_erasure_pages_targets() -> None:
+    page = "# Erasure speed\n\nsome text\n\n## find\n\ntext\n\n| a | b |\n|---|---|\n| quiet | met |\n"
+    lines = erasure_tables(page)
+    assert "#### find" in lines and "| quiet | met |" in lines and "some text" not in lines
+    assert erasure_tables("no tables here") == []

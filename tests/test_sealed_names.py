@@ -489,3 +489,21 @@ def test_a_migration_to_sealed_names_killed_at_any_step_is_before_or_after_and_r
         assert {e.path: final.read(e.path) for e in final.listing() if e.kind == "file"} == before, k
         assert all(is_token(n.split("/")[-1]) for n in tree_names(case) if n.startswith("memories/")), k
         final.close()
+
+
+def test_two_clones_that_sealed_their_names_apart_are_refused_and_left_as_they_were(tmp_path: Path, key: str) -> None:
+    server = tmp_path / "server.git"
+    pygit2.init_repository(str(server), bare=True)
+    first = Vault.init(tmp_path / "a.vault", key=key)
+    story(first)
+    first.add_remote("origin", str(server))
+    first.push()
+    second = Vault.clone(str(server), tmp_path / "b.vault", key=key)
+    first.seal_names(actor="a")
+    first.push()
+    second.seal_names(actor="b")
+    heads = {ref: git(tmp_path / "b.vault", "rev-parse", ref).strip() for ref in ("main", "vaultmem-keyring")}
+    with pytest.raises(VaultError, match="sealed their names separately"):
+        second.pull()
+    assert {ref: git(tmp_path / "b.vault", "rev-parse", ref).strip() for ref in heads} == heads
+    assert second.read("/memories/notes.md") == "ring back\n" and second.verify().ok
