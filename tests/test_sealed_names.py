@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import FakeClock, git
 from tests.test_erasure import all_objects, assert_no_key_left, every_file_bytes, inflated
+from tests.test_migrate import MIGRATE_AND_DIE
 from vaultmem import Vault, VaultMemoryTool
 from vaultmem.core.names import MARKER, TOKEN_LENGTH, Names, is_token
 from vaultmem.errors import ErasedError, VaultError
@@ -351,14 +352,19 @@ def test_a_sealing_cut_short_is_finished_by_the_next_write(tmp_path: Path, key: 
     assert vault.verify().ok
 
 
-def test_clones_share_sealed_names_and_merge_through_tokens(tmp_path: Path, key: str) -> None:
+def two_clones(tmp_path: Path, key: str, sealed: bool) -> tuple[Path, Vault, Vault]:
+    """A server holding the story, the vault that pushed it, and a clone of it."""
     server = tmp_path / "server.git"
     pygit2.init_repository(str(server), bare=True)
-    first = Vault.init(tmp_path / "a.vault", key=key, sealed_names=True)
+    first = Vault.init(tmp_path / "a.vault", key=key, sealed_names=sealed)
     story(first)
     first.add_remote("origin", str(server))
     first.push()
-    second = Vault.clone(str(server), tmp_path / "b.vault", key=key)
+    return server, first, Vault.clone(str(server), tmp_path / "b.vault", key=key)
+
+
+def test_clones_share_sealed_names_and_merge_through_tokens(tmp_path: Path, key: str) -> None:
+    server, first, second = two_clones(tmp_path, key, sealed=True)
     assert second.sealed_names
     write(first, command="str_replace", path="/memories/notes.md", old_str="ring", new_str="mail")
     write(second, command="str_replace", path="/memories/notes.md", old_str="ring", new_str="text")
@@ -415,13 +421,7 @@ def test_names_seal_per_path_and_per_key() -> None:
 
 
 def test_a_clone_that_wrote_plain_names_merges_into_a_sealed_vault(tmp_path: Path, key: str) -> None:
-    server = tmp_path / "server.git"
-    pygit2.init_repository(str(server), bare=True)
-    first = Vault.init(tmp_path / "a.vault", key=key)
-    story(first)
-    first.add_remote("origin", str(server))
-    first.push()
-    second = Vault.clone(str(server), tmp_path / "b.vault", key=key)
+    _, first, second = two_clones(tmp_path, key, sealed=False)
     assert first.migrate(sealed_names=True, actor="ops")
     first.push()
     write(second, command="create", path="/memories/clients/ada_lovelace.md", file_text="written unsealed\n")
@@ -443,20 +443,7 @@ def test_a_clone_that_wrote_plain_names_merges_into_a_sealed_vault(tmp_path: Pat
         ]
 
 
-SEAL_AND_DIE = r"""
-import os, sys
-from vaultmem import Vault
-from vaultmem.git import commits
-path, key, mode = sys.argv[1:4]
-seen = []
-def die(name):
-    seen.append(name)
-    if mode != "count" and len(seen) == int(mode):
-        os._exit(7)
-commits.on_step = die
-Vault.open(path, key=key).migrate(sealed_names=True)
-print(len(seen))
-"""
+SEAL_AND_DIE = MIGRATE_AND_DIE.replace(".migrate()", ".migrate(sealed_names=True)")
 
 
 def test_a_migration_to_sealed_names_killed_at_any_step_is_before_or_after_and_runs_again(
@@ -492,13 +479,7 @@ def test_a_migration_to_sealed_names_killed_at_any_step_is_before_or_after_and_r
 
 
 def test_two_clones_that_sealed_their_names_apart_are_refused_and_left_as_they_were(tmp_path: Path, key: str) -> None:
-    server = tmp_path / "server.git"
-    pygit2.init_repository(str(server), bare=True)
-    first = Vault.init(tmp_path / "a.vault", key=key)
-    story(first)
-    first.add_remote("origin", str(server))
-    first.push()
-    second = Vault.clone(str(server), tmp_path / "b.vault", key=key)
+    _, first, second = two_clones(tmp_path, key, sealed=False)
     first.seal_names(actor="a")
     first.push()
     second.seal_names(actor="b")
