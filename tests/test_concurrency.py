@@ -330,6 +330,7 @@ def test_the_writer_lock_follows_a_lock_file_that_was_removed(vault: Vault, vaul
     tool = VaultMemoryTool(vault, actor="a")
     tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
     lock_file = vault_path / "vaultmem" / "lock"
+    vault._upkeep.stop()  # its thread writes into the state folder: let it finish before the folder goes
     shutil.rmtree(vault_path / "vaultmem")  # lock, pending record, read log: all disposable
     other = Vault.open(vault_path, key=key)
     with other._lock.hold():  # makes a new lock file and holds it

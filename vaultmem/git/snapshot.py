@@ -86,8 +86,17 @@ class Snapshot:
     """
 
     def __init__(
-        self, read: ReadRaw, keyring: Keyring, sizes: SizeCache, trees: TreeCache, commit_id: bytes | None
+        self,
+        read: ReadRaw,
+        keyring: Keyring,
+        sizes: SizeCache,
+        trees: TreeCache,
+        commit_id: bytes | None,
+        root: tuple[bytes | None, bool] | None = None,
     ) -> None:
+        """``root``, when the caller knows it from an earlier snapshot of the
+        same commit: its ``memories`` tree id and whether it seals names
+        (:attr:`root` gives it), so the commit and its root are not read again."""
         self.read_raw = read
         self.keyring = keyring
         self.sizes = sizes
@@ -97,19 +106,29 @@ class Snapshot:
         # A commit whose names are sealed (see vaultmem.core.names) is read
         # through tokens; real paths go in and come out all the same.
         self.names: Names | None = None
-        if commit_id is not None:
+        self._last: tuple[tuple[str, ...], tuple[int, bytes] | None] | None = None
+        marked = False
+        if root is not None:
+            self.memories_id, marked = root
+        elif commit_id is not None:
             commit = read(commit_id)
-            root = trees.get(read, bytes.fromhex(commit[5:45].decode("ascii")))
-            found = root.get(b"memories")
+            entries = trees.get(read, bytes.fromhex(commit[5:45].decode("ascii")))
+            found = entries.get(b"memories")
             if found is not None and found[0] == objects.MODE_TREE:
                 self.memories_id = found[1]
-            if MARKER in root:
-                if keyring.names is None:
-                    raise IntegrityError(
-                        f"Error: version {commit_id.hex()} seals its names, but the keyring holds no name key; "
-                        "run `vaultmem verify`."
-                    )
-                self.names = keyring.names
+            marked = MARKER in entries
+        if marked and commit_id is not None:
+            if keyring.names is None:
+                raise IntegrityError(
+                    f"Error: version {commit_id.hex()} seals its names, but the keyring holds no name key; "
+                    "run `vaultmem verify`."
+                )
+            self.names = keyring.names
+
+    @property
+    def root(self) -> tuple[bytes | None, bool]:
+        """What a later snapshot of the same commit may be given as ``root``."""
+        return self.memories_id, self.names is not None
 
     @property
     def sealed(self) -> bool:
@@ -173,8 +192,14 @@ class Snapshot:
         return self.commit_id.hex() if self.commit_id is not None else None
 
     def entry(self, path: MemoryPath) -> tuple[int, bytes] | None:
-        """``(mode, id)`` of the file or folder at ``path``, as a tree holds it."""
-        return self.entry_stored(self.stored(path))
+        """``(mode, id)`` of the file or folder at ``path``, as a tree holds it.
+        The last answer is kept: a command asks for one path's kind, then reads it."""
+        last = self._last
+        if last is not None and last[0] == path.parts:
+            return last[1]
+        found = self.entry_stored(self.stored(path))
+        self._last = (path.parts, found)  # one tuple: a thread reading it sees a whole answer
+        return found
 
     def entry_stored(self, path: MemoryPath) -> tuple[int, bytes] | None:
         """:meth:`entry` of a path as this commit's trees name it."""

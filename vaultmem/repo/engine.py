@@ -1,0 +1,1060 @@
+"""The engine of the git-backed vault: open it, read a snapshot, apply a change
+as one commit, history, verify, policy and keys.  Knows git; knows nothing
+about Claude's strings.  The parts that grew on it live beside it, each a
+class on top of :class:`Engine`: destroying keys (:mod:`.shredding`),
+migrating (:mod:`.migration`) and sharing through a server (:mod:`.syncing`);
+:class:`vaultmem.repo.store.Store` puts them together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Self
+
+import pygit2
+
+from vaultmem.core import paths
+from vaultmem.core.crypto import (
+    FORMAT_VERSION,
+    FORMATS,
+    Keyring,
+    UserKey,
+    check_new_passphrase,
+    key_from_environment,
+    new_kdf_params,
+    read_key_file,
+)
+from vaultmem.core.names import TOKEN_LENGTH
+from vaultmem.core.paths import MemoryPath
+from vaultmem.core.policy import Policy
+from vaultmem.core.values import is_int
+from vaultmem.core.versions import (
+    RESTORED_FROM,
+    SEAL_HEADER,
+    Filters,
+    Version,
+    format_message,
+    parse_trailers,
+    parse_when,
+    parse_words,
+)
+from vaultmem.errors import (
+    BadKeyError,
+    ConflictError,
+    IntegrityError,
+    NotAVaultError,
+    NotFoundError,
+    StorageError,
+    VaultError,
+)
+from vaultmem.git import commits as commit_path
+from vaultmem.git import durable, objects
+from vaultmem.git.commits import (
+    DAMAGED,
+    CommitPath,
+    Draft,
+    RefMoved,
+    ident,
+    read_ref_or_damaged,
+    replay,
+)
+from vaultmem.git.journal import Journal
+from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor, relay, root_tree
+from vaultmem.git.upkeep import Upkeep
+from vaultmem.repo import keys
+from vaultmem.repo import policy as policy_mod
+from vaultmem.repo import remotes as sharing
+from vaultmem.repo.history import SealedNames, first_parents, hiding_files, read_commit, walk
+from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
+from vaultmem.repo.reads import ReadLog
+from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
+
+MAIN = "refs/heads/main"
+ATTEMPTS = 3  # builds of one change when another program keeps moving main
+Clock = Callable[[], float]
+
+_SIGNATURE_BAD = set("<>\n\r\0")
+_TIME_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]|$)")
+_SEALED_PATH = re.compile(rf"/memories(?:/n[a-z2-7]{{{TOKEN_LENGTH}}}(?![^/\s,]))+")
+
+
+def _check_label(kind: str, value: str | None, optional: bool = False) -> None:
+    """Actor and session names end up in commit headers and trailers."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise VaultError(f"Error: the {kind} must be a non-empty string of at most 200 characters.")
+    if any(ch in _SIGNATURE_BAD or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise VaultError(
+            f"Error: the {kind} {value!r} contains a character git cannot record (<, >, or a control character)."
+        )
+
+
+# -- changes ---------------------------------------------------------------
+
+
+@dataclass
+class Change:
+    """What one mutation does, described in memory terms.
+
+    Built by the caller (the tool) from a fresh snapshot taken under the writer
+    lock; applied by the vault as exactly one commit.
+    """
+
+    command: str
+    paths: tuple[MemoryPath, ...]
+    writes: list[tuple[MemoryPath, bytes]] = field(default_factory=list)
+    deletes: list[MemoryPath] = field(default_factory=list)
+    moves: list[tuple[MemoryPath, MemoryPath]] = field(default_factory=list)
+    restores: list[tuple[MemoryPath, tuple[int, bytes] | None]] = field(default_factory=list)
+    trailers: list[tuple[str, str]] = field(default_factory=list)
+    subject: str | None = None  # instead of the paths, after "memory: COMMAND "
+
+    def write(self, path: MemoryPath, content: bytes) -> Change:
+        self.writes.append((path, content))
+        return self
+
+    def delete(self, path: MemoryPath) -> Change:
+        self.deletes.append(path)
+        return self
+
+    def move(self, old: MemoryPath, new: MemoryPath) -> Change:
+        self.moves.append((old, new))
+        return self
+
+
+# -- the vault ---------------------------------------------------------------
+
+
+class Engine:
+    """An encrypted, versioned memory store in a bare git repository."""
+
+    def __init__(self, path: Path, keyring: Keyring, clock: Clock) -> None:
+        self.path = path
+        self._keyring = keyring
+        keyring.shadows = self._shadow
+        self.clock = clock
+        self._local = threading.local()
+        self._sizes = SizeCache()
+        self._trees = TreeCache()
+        self._layouts = Layouts()
+        self._recent = RecentObjects()
+        self._lock = durable.WriterLock(path)
+        self._commits = CommitPath(path, self._lock)
+        self._upkeep = Upkeep(path, self._lock, self._commits)
+        # After a power cut, until a writer repairs git's files: main as the
+        # journal says it is, if main on disk is still what it was (see _load_overlay).
+        self._overlay: tuple[bytes | None, bytes] | None = None
+        self._alternate: str | None = None  # the journal's packs, in that case (outside the vault)
+        self._policy: tuple[str | None, Policy] | None = None
+        self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
+        self._chain_lock = threading.Lock()
+        self.reads = ReadLog(path, self._stored_text)
+        self._keyring_stamp: list[tuple[int, int, int] | None] | None = None
+        self._keyring_changed()
+        self._erasure_checked = False
+        self._last_root: tuple[bytes, tuple[bytes | None, bool]] | None = None  # see snapshot()
+        self._replaced_keyrings: set[bytes] = set()  # keyrings an erasure replaced: removed again if fetched
+
+    @property
+    def keyring(self) -> Keyring:
+        """The keys this vault reads and writes with."""
+        return self._keyring
+
+    @keyring.setter
+    def keyring(self, keyring: Keyring) -> None:
+        keyring.shadows = self._shadow
+        self._keyring = keyring
+
+    def _shadow(self, oid: str) -> bytes | None:
+        """The shadow of the format 1 blob ``oid`` in a migrated vault, or None."""
+        try:
+            ref = self.repo.references.get(SHADOWS_REF)
+            if ref is None:
+                return None
+            tree = self.repo[ref.target].peel(pygit2.Commit).tree
+            entry = tree[f"{oid[:2]}/{oid[2:]}"]
+            return self._read_raw(entry.id.raw)
+        except (KeyError, ValueError, pygit2.GitError, VaultError):
+            return None
+
+    def close(self) -> None:
+        """Finish pending upkeep and release the vault's file descriptors
+        (reopened if the vault is used again)."""
+        self._upkeep.stop()
+        self._lock.close()
+        self._commits.close()
+        self._free_handle()
+
+    def _free_handle(self) -> None:
+        """Release this thread's libgit2 handle and the packs it maps (a
+        handle is freed only by the cycle collector otherwise)."""
+        repo = getattr(self._local, "repo", None)
+        self._local.repo = None
+        if repo is not None:
+            repo.free()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- opening -------------------------------------------------------------
+
+    @staticmethod
+    def _user_key(
+        key: str | None,
+        key_file: str | os.PathLike[str] | None,
+        passphrase: str | None,
+        protector: dict[str, Any] | None,
+    ) -> UserKey:
+        given = [
+            name
+            for name, value in (("key", key), ("key_file", key_file), ("passphrase", passphrase))
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise BadKeyError(f"Error: give only one of a key, a key file and a passphrase (got {', '.join(given)}).")
+        if key is not None:
+            return UserKey.from_string(key)
+        if key_file is not None:
+            return read_key_file(key_file)
+        if passphrase is not None:
+            if protector is None:
+                return UserKey.from_passphrase(passphrase, new_kdf_params())
+            if protector.get("kind") != "passphrase":
+                raise BadKeyError("Error: this vault is protected by a key, not a passphrase.", step="use-key")
+            return UserKey.from_passphrase(passphrase, protector)
+        env = key_from_environment()
+        if env is not None:
+            return env
+        raise BadKeyError("Error: no key given.", step="give-key")
+
+    @classmethod
+    def init(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+        clock: Clock = time.time,
+        storage_format: int = FORMAT_VERSION,
+        sealed_names: bool = False,
+    ) -> Self:
+        """Create a new, empty vault in ``path`` (which must be missing or empty).
+        ``sealed_names=True`` stores every name as an opaque token, the real
+        name encrypted with each version (docs/erasure.md, "Sealed names").
+        ``storage_format=1`` makes a vault of the format before erasure
+        existed (for tests of the migration and of old vaults)."""
+        if storage_format not in FORMATS:
+            raise VaultError(f"Error: storage format {storage_format!r} is not one this vaultmem writes (1 or 2).")
+        if not isinstance(sealed_names, bool):
+            raise VaultError("Error: sealed_names must be True or False.")
+        if sealed_names and storage_format < 2:
+            raise VaultError("Error: sealed names need storage format 2.")
+        folder = Path(path)
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise VaultError(f"Error: {folder} exists and is not an empty folder; choose a new folder for the vault.")
+        protector: dict[str, Any] = {"kind": "key"}
+        if passphrase is not None and key is None and key_file is None:
+            check_new_passphrase(passphrase)
+            protector = {"kind": "passphrase", **new_kdf_params()}
+            user_key = UserKey.from_passphrase(passphrase, protector)
+        else:
+            user_key = cls._user_key(key, key_file, passphrase, {"kind": "key"})
+        now = int(clock())
+        existed = folder.exists()
+        vault: Self | None = None
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            repo = pygit2.init_repository(str(folder), bare=True, initial_head="main")
+            repo.config["core.logAllRefUpdates"] = "false"
+            repo.config["gc.auto"] = "0"
+            repo.config["vaultmem.format"] = str(storage_format)
+            repo.config["receive.denyNonFastForwards"] = "true"  # plain git cannot force a push into it
+            (folder / durable.STATE_DIR).mkdir(mode=0o700)
+            keyring = Keyring.create(user_key, protector, now, storage_format)
+            if sealed_names:
+                keyring.seal_names(now)
+            vault = cls(folder, keyring, clock)
+            durable.sync_filesystem(folder)
+            with vault._lock.hold():
+                write_keyring(vault._commits, keyring, "vaultmem: create keyring", now)
+            vault._keyring_changed()  # the keyring it holds is the one just written
+        except BaseException as err:
+            # A full disk or a folder that is not writable: take back what
+            # was made, so a refused init leaves the folder as it found it.
+            if vault is not None:
+                with contextlib.suppress(Exception):
+                    vault.close()
+            _remove_made(folder, existed)
+            if isinstance(err, StorageError):
+                raise StorageError(f"{err} No vault was created in {folder}.") from err
+            if isinstance(err, OSError):
+                reason = commit_path.storage_reason(err)
+            elif isinstance(err, pygit2.GitError):
+                reason = f"the storage failed ({err})"
+            else:
+                raise
+            raise StorageError(
+                f"Error: {reason}, so no vault was created in {folder}. Free space or fix the permissions, "
+                "then try again."
+            ) from err
+        return vault
+
+    @staticmethod
+    def protection(path: str | os.PathLike[str]) -> str | None:
+        """How the vault at ``path`` is protected, read without a key: ``"key"``
+        or ``"passphrase"``; None when it is not a vault or its keyring cannot
+        be read (opening it then says why)."""
+        try:
+            repo = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+            ref = repo.references.get(KEYRING_REF)
+            if ref is None:
+                return None
+            protector = Keyring.parse(keyring_blob(repo, ref.target)).get("protector")
+        except (pygit2.GitError, VaultError, OSError, KeyError, ValueError):
+            return None
+        kind = protector.get("kind") if isinstance(protector, dict) else None
+        return kind if kind in ("key", "passphrase") else None
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+        clock: Clock = time.time,
+    ) -> Self:
+        """Open an existing vault; a wrong key or a folder that is not a vault is
+        one clear error here, before any other work."""
+        folder = Path(path)
+        if folder.exists() and not folder.is_dir():
+            raise NotAVaultError(f"Error: {folder} is not a vault: it is a file, not a folder.")
+        if not folder.is_dir():
+            raise NotAVaultError(f"Error: {folder} is not a vault: no such folder.", step="create")
+        try:
+            repo = pygit2.Repository(str(folder), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        except pygit2.GitError as err:
+            raise NotAVaultError(f"Error: {folder} is not a vault (not a git repository).") from err
+        ref = repo.references.get(KEYRING_REF)
+        if not repo.is_bare or ref is None:
+            raise NotAVaultError(f"Error: {folder} is not a vault (a git repository without a vaultmem keyring).")
+        alternate, overlay = _power_cut_view(folder)
+        try:
+            if alternate is not None:
+                repo.odb.add_disk_alternate(alternate)
+            doc = Keyring.parse(keyring_blob(repo, ref.target))
+            user_key = cls._user_key(key, key_file, passphrase, doc.get("protector"))
+            vault = cls(folder, Keyring.unlock(doc, user_key), clock)
+        except BaseException:
+            if alternate is not None:
+                shutil.rmtree(alternate, ignore_errors=True)
+            raise
+        if alternate is not None:
+            weakref.finalize(vault, shutil.rmtree, alternate, True)
+        vault._alternate, vault._overlay = alternate, overlay
+        return vault
+
+    # -- plumbing ------------------------------------------------------------
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """This thread's repository handle (libgit2 handles are not shared)."""
+        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = self._local.repo = self._handle()
+        return repo
+
+    def _head(self) -> pygit2.Oid | None:
+        raw = read_ref_or_damaged(self.path, MAIN)  # the loose ref file, read directly: microseconds
+        overlay = self._overlay
+        if overlay is not None:
+            if overlay[0] == raw:
+                return pygit2.Oid(raw=overlay[1])
+            self._overlay = None  # a writer has repaired main (or moved it): the disk is right again
+        if raw == DAMAGED:
+            try:
+                ref = self.repo.references.get(MAIN)  # a symbolic ref, or damage: libgit2 decides
+                return ref.resolve().target if ref is not None else None  # type: ignore[return-value]
+            except (pygit2.GitError, KeyError, ValueError) as err:
+                raise IntegrityError(
+                    "Error: the vault's refs/heads/main does not hold a commit id (a power cut?). The next "
+                    "write repairs it from vaultmem's journal if it can; otherwise run `vaultmem verify`."
+                ) from err
+        return pygit2.Oid(raw=raw) if raw is not None else None
+
+    def _handle(self) -> pygit2.Repository:
+        repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        if self._alternate is not None:
+            repo.odb.add_disk_alternate(self._alternate)
+        return repo
+
+    def _keyring_changed(self) -> bool:
+        """Whether the keyring ref may have moved since the keyring was read
+        (two stats: its loose file and packed-refs)."""
+        stamp: list[tuple[int, int, int] | None] = []
+        for name in (KEYRING_REF, "packed-refs"):
+            try:
+                st = os.stat(os.path.join(self.path, name))
+                stamp.append((st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError:
+                stamp.append(None)
+        if stamp == self._keyring_stamp:
+            return False
+        self._keyring_stamp = stamp
+        return True
+
+    def refresh_keyring(self) -> None:
+        """Read the keyring again if another process changed it (an erasure
+        destroyed keys, a rotation added one): this instance then stops
+        reading what was erased, and never writes back a keyring it has
+        superseded."""
+        if not self._keyring_changed():
+            return
+        try:
+            ref = self.repo.references.get(KEYRING_REF)
+            if ref is None:
+                return
+            doc = Keyring.parse(keyring_blob(self.repo, ref.target))
+            if doc == self.keyring.doc:
+                return
+            ring = Keyring.unlock(doc, self.keyring.user_key)
+            if ring.intact and ring.supersedes(self.keyring):
+                self.keyring = ring
+            # Otherwise it was edited without the key, or rolled back (a key
+            # lost, an erased key back): verify() reports it; never adopted.
+        except (VaultError, pygit2.GitError, KeyError, ValueError):
+            self._keyring_stamp = None  # read again next time: it may be mid-write, or another key now opens it
+
+    def snapshot(self, at: str | datetime | None = None) -> Snapshot:
+        """A consistent read-only view of the memory, now or at a version."""
+        self.refresh_keyring()
+        if at is not None:
+            commit_id: bytes | None = self._resolve(at).id.raw
+        else:
+            head = self._head()
+            commit_id = head.raw if head is not None else None
+        memo = self._last_root  # the root of the last snapshot of main: calls in a row read the same commit
+        known = memo[1] if memo is not None and memo[0] == commit_id else None
+        snap = Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit_id, known)
+        if at is None and commit_id is not None:
+            self._last_root = (commit_id, snap.root)  # one tuple: threads see a whole one
+        return snap
+
+    def snapshot_of(self, commit: pygit2.Commit | None) -> Snapshot:
+        """A read-only view of the memory as ``commit`` left it (None: the
+        empty memory before the first version)."""
+        return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit.id.raw if commit else None)
+
+    def commit_at(self, at: str | datetime) -> pygit2.Commit:
+        """The commit of ``main``'s history that ``at`` names: an id, a git
+        revision or a point in time (NotFoundError otherwise)."""
+        return self._resolve(at)
+
+    def head(self) -> pygit2.Oid | None:
+        """The commit ``main`` points to (None for a vault with no version yet)."""
+        return self._head()
+
+    def _read_raw(self, oid: bytes) -> bytes:
+        """An object's data: from what this vault wrote lately, else git."""
+        data = self._recent.get(oid)
+        if data is None:
+            try:
+                data = bytes(self.repo.odb.read(pygit2.Oid(raw=oid))[1])
+            except (KeyError, pygit2.GitError) as err:
+                raise IntegrityError(
+                    f"Error: object {oid.hex()} is missing from the vault; run `vaultmem verify`."
+                ) from err
+        return data
+
+    def _resolve(self, at: str | datetime) -> pygit2.Commit:
+        """A commit of ``main``'s history: by id, git revision or point in time.
+        Commits outside that history (the keyring branch, dangling objects) are
+        not versions of the memory and are refused."""
+        head = self._head()
+        if isinstance(at, datetime) or (isinstance(at, str) and _looks_like_time(at)):
+            return self._at_time(parse_when(at), head)
+        if not isinstance(at, str) or not at.strip():
+            raise NotFoundError("Error: a version must be an id, a revision such as main~2, or a time.")
+        try:
+            commit = self.repo.revparse_single(at.strip()).peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as err:
+            words = parse_words(at, self.clock())  # "2 days ago": after ids and revisions, never before
+            if words is not None:
+                return self._at_time(words, head)
+            raise NotFoundError(f"Error: no version {at!r} in this vault.", step="versions") from err
+        if head is None or not self._on_main(commit.id, head):
+            raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")
+        return commit
+
+    def _at_time(self, when: datetime, head: pygit2.Oid | None) -> pygit2.Commit:
+        """The newest version at or before ``when`` along main's first
+        parents: the memory as this vault's main held it then (a merge's
+        first parent is the side that made it)."""
+        if head is not None:
+            for commit in first_parents(self.repo, head):
+                if commit.author.time <= when.timestamp():
+                    return self.repo[commit.id].peel(pygit2.Commit)
+        raise NotFoundError(f"Error: no version at or before {when.isoformat()}; the history starts later.")
+
+    def _on_main(self, oid: pygit2.Oid, head: pygit2.Oid) -> bool:
+        """Whether ``oid`` is ``head`` or one of its ancestors (through every
+        parent: a merge brings the other side's versions into main's history).
+
+        The ids of main's history are walked once and kept in memory; later
+        calls walk only the commits made since, and start over if main no
+        longer descends from where the last walk began (moved back or rewritten).
+        """
+        if oid == head:
+            return True
+        with self._chain_lock:
+            tip, known = self._chain
+            if tip != head.raw:
+                fresh, reached = self._walk_since(head, tip, known)
+                if not reached:  # main does not continue from the walked tip: walk all of it
+                    fresh, _ = self._walk_since(head, None, set())
+                    known = set()
+                known.update(fresh)
+                self._chain = (head.raw, known)
+            return oid.raw in known
+
+    def _walk_since(self, head: pygit2.Oid, tip: bytes | None, known: set[bytes]) -> tuple[set[bytes], bool]:
+        """The commits ``head`` reaches through the parents they record,
+        stopping at ``tip`` and the ids in ``known``; and whether ``tip`` was reached."""
+        repo = self.repo
+        if not hiding_files(repo):  # libgit2's walk: the recorded parents, at C speed
+            try:
+                reached = tip is None or repo.descendant_of(head, pygit2.Oid(raw=tip))
+            except (KeyError, ValueError, pygit2.GitError):
+                reached = False  # the walked tip is gone: walk all of it
+            try:
+                walker = repo.walk(head, pygit2.enums.SortMode.NONE)
+                if reached and tip is not None:
+                    walker.hide(pygit2.Oid(raw=tip))
+                return {commit.id.raw for commit in walker}, reached
+            except (KeyError, ValueError, pygit2.GitError):
+                pass  # a damaged commit: the raw walk below names it (IntegrityError)
+        fresh: set[bytes] = set()
+        reached = tip is None
+        stack = [head]
+        while stack:
+            oid = stack.pop()
+            if oid.raw == tip:
+                reached = True
+                continue
+            if oid.raw in known or oid.raw in fresh:
+                continue
+            fresh.add(oid.raw)
+            stack.extend(read_commit(self.repo, oid).parent_ids)
+        return fresh, reached
+
+    # -- writing -------------------------------------------------------------
+
+    def _seal(self, plain: bytes) -> list[tuple[bytes, bytes]]:
+        return [(SEAL_HEADER, self.keyring.seal_commit(plain))]
+
+    def mutate(
+        self,
+        build: Callable[[Snapshot], Change],
+        *,
+        actor: str,
+        session: str | None = None,
+        skip_if_unchanged: bool = False,
+        after: Callable[[Version], None] | None = None,
+    ) -> Version | None:
+        """Apply one change as exactly one durable commit.
+
+        ``build`` runs under the writer lock on a snapshot of the current head,
+        so it sees every earlier write; if it raises, nothing is written.  With
+        ``skip_if_unchanged``, a change that would leave the memory as it is
+        makes no commit and returns None (restore); otherwise every successful
+        mutation is recorded, even one that replaced text with itself.
+        ``after`` runs with the new version, still under the writer lock
+        (an erasure destroys its keys there).
+        """
+        _check_label("actor", actor)
+        _check_label("session", session, optional=True)
+        with self._lock.hold():
+            self._commits.recover()
+            if not self._erasure_checked:
+                with contextlib.suppress(VaultError):  # an unfinished erasure never fails another write
+                    self._finish_erasure()
+            self._upkeep.remove_redundant()
+            for attempt in range(ATTEMPTS):
+                snap = self.snapshot()
+                change = build(snap)
+                now = int(self.clock())
+                old_root = snap.memories_id
+                names = self.keyring.names
+                editor = TreeEditor(self._read_raw, self._trees, old_root, self._layouts, names)
+                if names is not None and not snap.sealed and old_root is not None:
+                    relay(snap, editor)  # the first commit with sealed names: every file under its token path
+                self._stage(snap, editor, change, now)
+                memories = editor.write()
+                resealed = old_root is not None and snap.sealed != (names is not None)
+                if skip_if_unchanged and memories == old_root and not resealed:
+                    return None
+                root, made = root_tree(memories, sealed=names is not None, marker_known=snap.sealed)
+                message = format_message(
+                    change.command,
+                    tuple(names.seal(p) for p in change.paths) if names is not None else change.paths,
+                    actor,
+                    session,
+                    change.trailers,
+                    subject=change.subject,
+                )
+                parents = [snap.commit_id] if snap.commit_id is not None else []
+                draft = Draft(root.id, parents, ident(actor, actor), now, message)
+                try:
+                    commit = self._commits.commit(MAIN, snap.commit_id, [*editor.new, *made], draft, self._seal)
+                except RefMoved:
+                    if attempt + 1 == ATTEMPTS:
+                        raise ConflictError(
+                            "Error: another program keeps moving the vault's main branch; nothing was changed. "
+                            "Try again when it has finished."
+                        ) from None
+                    continue
+                break
+            self._recent.add([*editor.new, *made, commit])
+            self.reads.note(_written(change), now, always=True)
+            version = Version(
+                id=commit.id.hex(),
+                time=datetime.fromtimestamp(now, tz=timezone.utc),
+                actor=actor,
+                session=session,
+                command=change.command,
+                paths=tuple(p.text for p in change.paths),
+                message=message,
+                restored_from=next((v for k, v in change.trailers if k == RESTORED_FROM), None),
+            )
+            if after is not None:
+                after(version)
+        self._upkeep.poke()
+        return version
+
+    def _finish_erasure(self) -> None:
+        """Finish an erasure a killed process left (under the writer lock);
+        :class:`~vaultmem.repo.shredding.Shredding` does the work."""
+        self._erasure_checked = True
+
+    def _stored_text(self, text: str) -> str:
+        """A path's text as this vault records it (sealed, if it seals names)."""
+        names = self._keyring.names
+        return names.seal_text(text) if names is not None else text
+
+    @property
+    def sealed_names(self) -> bool:
+        """Whether this vault seals its names (see :mod:`vaultmem.core.names`)."""
+        return self.keyring.names is not None
+
+    def _stage(self, snap: Snapshot, editor: TreeEditor, change: Change, now: int) -> None:
+        for target, entry in change.restores:
+            if target.is_root:
+                editor.replace_root(entry[1] if entry is not None else None)
+            elif entry is None:
+                if editor.get(target) is not None:
+                    editor.delete(target)
+            else:
+                editor.set(target, entry)
+        for path in change.deletes:
+            editor.delete(path)
+        for old, new in change.moves:
+            moved = [(p, oid) for p, oid in snap.files(old)]
+            if editor.get(new) is not None:
+                raise ConflictError(f"Error: {new} already exists.")
+            for file_path, oid in moved:
+                plain = self.keyring.open(file_path.text, self._read_raw(oid))
+                target = MemoryPath(new.parts + file_path.parts[len(old.parts) :])
+                editor.write_blob(target, self.keyring.seal(target.text, plain, now))
+            editor.delete(old)
+        for path, content in change.writes:
+            editor.write_blob(path, self.keyring.seal(path.text, content, now))
+
+    # -- reading and auditing ----------------------------------------------
+
+    def resolve(self, at: str | datetime) -> Version:
+        """The version ``at`` names: an id (or an unambiguous prefix), a git
+        revision such as ``main~2``, or a point in time (the newest version at
+        or before it; see :func:`history.parse_when`)."""
+        return self.present(Version.from_commit(self._resolve(at)))
+
+    def sealed_history(self) -> SealedNames | None:
+        """What the history needs to follow paths through sealed names, or None."""
+        names = self.keyring.names
+        if names is None:
+            return None
+
+        def unseal(commit: bytes, stored: MemoryPath) -> MemoryPath | None:
+            try:
+                return self._snapshot_at(commit).unseal(stored)
+            except (VaultError, KeyError, ValueError, pygit2.GitError):
+                return None
+
+        return SealedNames(names, unseal)
+
+    def _snapshot_at(self, commit: bytes) -> Snapshot:
+        return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit)
+
+    def unseal_text(self, text: str, commits: list[bytes]) -> str:
+        """Every sealed path in ``text`` (a message, a trailer) spelled with
+        its real name, read from the trees of ``commits`` (a version and its
+        parents); one whose every version was erased stays sealed."""
+        names = self.keyring.names
+        if names is None or "/memories/n" not in text:
+            return text
+
+        def real(match: re.Match[str]) -> str:
+            stored = paths.parse_stored(match.group(0))
+            found = names.known(stored)
+            for commit in commits:
+                if found is not None:
+                    break
+                with contextlib.suppress(VaultError, KeyError, ValueError, pygit2.GitError):
+                    found = self._snapshot_at(commit).unseal(stored)
+            return found.text if found is not None else match.group(0)
+
+        return _SEALED_PATH.sub(real, text)
+
+    def present(self, version: Version) -> Version:
+        """``version`` with real names where its commit records sealed ones."""
+        if self.keyring.names is None or "/memories/n" not in version.message:
+            return version
+        try:
+            commit = read_commit(self.repo, pygit2.Oid(hex=version.id))
+        except VaultError:
+            return version
+        where = [commit.id.raw, *(p.raw for p in commit.parent_ids)]
+        message = self.unseal_text(version.message, where)
+        trailers = parse_trailers(message)
+        return dataclasses.replace(
+            version,
+            message=message,
+            paths=tuple(trailers.get("Vaultmem-Path", [])),
+            conflicts=tuple(trailers.get("Vaultmem-Conflict", [])),
+        )
+
+    def read(self, path: str, at: str | datetime | None = None) -> str:
+        """A file's text now, or at an earlier version."""
+        target = paths.parse(path)
+        snap = self.snapshot(at)
+        if snap.kind(target) != "file":
+            where = f" at version {at}" if at is not None else ""
+            raise NotFoundError(f"Error: no file {target}{where}.")
+        return snap.read_text(target)
+
+    def listing(
+        self, path: str = "/memories", at: str | datetime | None = None, depth: int | None = None
+    ) -> list[Entry]:
+        """Every file and folder below ``path`` (hidden ones included), sorted
+        by path, with plaintext sizes; ``depth=1`` lists direct children only."""
+        target = paths.parse(path)
+        if depth is not None and (not is_int(depth) or depth < 1):
+            raise VaultError("Error: depth must be a positive integer.")
+        snap = self.snapshot(at)
+        kind = snap.kind(target)
+        if kind is None:
+            where = f" at version {at}" if at is not None else ""
+            raise NotFoundError(f"Error: no file or folder {target}{where}.")
+        if kind == "file":
+            return [Entry(target.text, "file", snap.size(target))]
+        listed = snap.listing(target, depth=depth or 1_000_000, hidden=True)
+        ordered = sorted(listed, key=lambda item: item.path.parts)  # a folder's contents right after it
+        return [Entry(item.path.text, item.kind, item.size) for item in ordered]
+
+    def history(
+        self,
+        path: str | None = None,
+        limit: int | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        actor: str | None = None,
+        session: str | None = None,
+        command: str | None = None,
+    ) -> list[Version]:
+        """Versions newest first, filtered (all filters must hold).  With
+        ``path``, the versions that changed it, followed back across renames."""
+        if limit is not None and (not is_int(limit) or limit < 0):
+            raise VaultError("Error: limit must be a non-negative integer.")
+        for name, value in (("actor", actor), ("session", session), ("command", command)):
+            if value is not None and not isinstance(value, str):
+                raise VaultError(f"Error: {name} must be a string.")
+        filters = Filters(
+            path=paths.parse(path) if path is not None else None,
+            since=parse_when(since, "since time", now=self.clock()) if since is not None else None,
+            until=parse_when(until, "until time", end_of_day=True, now=self.clock()) if until is not None else None,
+            actor=actor,
+            session=session,
+            command=command,
+        )
+        head = self._head()
+        out: list[Version] = []
+        if head is None or limit == 0:
+            return out
+        for version in walk(self.repo, head, filters, self.sealed_history()):
+            out.append(self.present(version))
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def _empty_snapshot(self) -> Snapshot:
+        return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, None)
+
+    def verify(self, progress: Progress | None = None) -> VerifyReport:
+        """Check every commit and object of the history, and the keyring as it
+        is on disk now; see :mod:`vaultmem.verify`."""
+        ref = self.repo.references.get(KEYRING_REF)
+        doc: dict[str, Any] | None = None
+        if ref is not None:
+            try:
+                doc = Keyring.parse(keyring_blob(self.repo, ref.target))
+            except VaultError:
+                doc = None
+        # Its own repository handle: libgit2 caches the trees and commits it
+        # reads (up to 256 MB), and this one is dropped when verify returns.
+        repo = self._handle()
+        try:
+            report = verify(repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
+        finally:
+            repo.free()
+        try:
+            policy_mod.read_policy(self.repo, self.keyring)  # the policy in force: sealed and well formed
+        except VaultError as err:
+            report.findings.append(Finding("policy", None, None, str(err)))
+        for remote in sharing.list_remotes(self.repo):  # as last fetched: verify reads no network
+            problem = sharing.witness_problem(self.repo, remote.name)
+            if problem is not None:
+                report.findings.append(Finding("remote", None, None, problem))
+        return report
+
+    # -- expiry (vaultmem.expiry does the work) ----------------------------------
+
+    def note_read(self, path: str) -> None:
+        """Record that a file was read now (for expiry; kept outside the history)."""
+        self.reads.note([paths.parse(path).text], self.clock())
+
+    # -- policy (vaultmem.policy does the work) ----------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        """The vault's stored policy (the defaults until an operator sets one).
+        Raises IntegrityError if the stored policy fails its seal."""
+        raw = read_ref_or_damaged(self.path, policy_mod.POLICY_REF)
+        target = raw.hex() if raw is not None else None
+        cached = self._policy
+        if cached is None or cached[0] != target:
+            policy, _ = policy_mod.read_policy(self.repo, self.keyring)
+            cached = self._policy = (target, policy)
+        return cached[1]
+
+    def set_policy(
+        self,
+        policy: Policy | None = None,
+        *,
+        actor: str,
+        session: str | None = None,
+        reset: bool = False,
+        **changes: Any,
+    ) -> Policy:
+        """Change the vault's policy: a whole new ``policy``, or some fields
+        (``secrets="refuse"``, ``max_files=500``, ``expire_after="30d"``) on top
+        of the current one (of the defaults with ``reset``).  One sealed commit
+        on the policy branch records the actor; a change that changes nothing
+        makes none.  A whole policy or ``reset`` also replaces a stored policy
+        that fails its seal, which is how an operator with the key repairs it."""
+        _check_label("actor", actor)
+        _check_label("session", session, optional=True)
+        if policy is not None and (changes or reset):
+            raise VaultError("Error: give either a whole policy or fields to change, not both.")
+        if policy is not None and not isinstance(policy, Policy):
+            raise VaultError("Error: policy must be a vaultmem.Policy.")
+        with self._lock.hold():
+            try:
+                current: Policy | None = policy_mod.read_policy(self.repo, self.keyring)[0]
+            except IntegrityError:
+                if policy is None and not reset:
+                    raise
+                current = None  # damaged: replaced whole
+            base = Policy() if reset or current is None else current
+            new = policy if policy is not None else base.with_changes(changes)
+            changed = new.changed_fields(current) if current is not None else list(new.to_dict())
+            if changed:
+                now = int(self.clock())
+                self._commits.recover()
+                policy_mod.write_policy(self._commits, self._seal, new, changed, actor, session, now)
+            return new
+
+    def policy_history(self, limit: int | None = None) -> list[policy_mod.PolicyVersion]:
+        """Every change of the policy, newest first: who, when, which fields."""
+        return policy_mod.history(self.repo, self.keyring, limit)
+
+    # -- keys (vaultmem.keys does the work) --------------------------------------
+
+    def keys(self) -> list[KeyInfo]:
+        """The data keys, oldest first; new writes use the active one."""
+        return keys.list_keys(self.keyring)
+
+    def change_key(
+        self,
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+    ) -> None:
+        """Protect the vault with a new user key or passphrase.  Only the
+        keyring is rewrapped: instant whatever the history's size."""
+        given = [v for v in (key, key_file, passphrase) if v is not None]
+        if len(given) != 1:
+            raise BadKeyError("Error: give exactly one new key, key file or passphrase.")
+        protector: dict[str, Any] = {"kind": "key"}
+        if passphrase is not None:
+            check_new_passphrase(passphrase)
+            protector = {"kind": "passphrase", **new_kdf_params()}
+            new_key = UserKey.from_passphrase(passphrase, protector)
+        else:
+            new_key = self._user_key(key, key_file, None, None)
+        with self._lock.hold():
+            self._commits.recover()
+            keys.check_unchanged(self.repo, self.keyring)
+            now = int(self.clock())
+            self.keyring.rewrap(new_key, protector, now)
+            write_keyring(self._commits, self.keyring, "vaultmem: change the user key", now)
+
+    def rotate_key(
+        self, *, reencrypt: bool = False, actor: str = "vaultmem", progress: Progress | None = None
+    ) -> KeyInfo:
+        """Start a new data key: new writes use it, older keys stay to read the
+        history.  With ``reencrypt``, one more commit ("rekey") re-encrypts every
+        current file under the new key."""
+        with self._lock.hold():
+            self._commits.recover()
+            keys.check_unchanged(self.repo, self.keyring)
+            now = int(self.clock())
+            new = self.keyring.add_data_key(now)
+            write_keyring(self._commits, self.keyring, "vaultmem: start a new data key", now)
+        if reencrypt:
+            self.mutate(lambda snap: self._reencrypt(snap, progress), actor=actor, skip_if_unchanged=True)
+        return next(info for info in self.keys() if info.id == new.id)
+
+    def _reencrypt(self, snap: Snapshot, progress: Progress | None) -> Change:
+        files = list(snap.files(MemoryPath(())))
+        change = Change("rekey", (MemoryPath(()),))
+        for done, (file_path, oid) in enumerate(files, 1):
+            change.write(file_path, self.keyring.open(file_path.text, self._read_raw(oid)))
+            if progress is not None:
+                progress(done, len(files))
+        return change
+
+    def read_blob(self, oid: bytes) -> bytes:
+        """The raw (encrypted) bytes of the object ``oid``."""
+        return self._read_raw(oid)
+
+    def decrypt_blob(self, data: bytes) -> tuple[str, str]:
+        """``(path, text)`` of a raw vaultmem blob (for git's textconv driver)."""
+        path, content = self.keyring.open_any(data)
+        return path, content.decode("utf-8")
+
+    def configure_textconv(self, command: str) -> None:
+        """Let stock git show decrypted text (``git log -p``, ``git diff``) to
+        whoever runs it with the key.  The textconv cache stays off: it would
+        store plaintext in git notes."""
+        config = self.repo.config
+        config["diff.vaultmem.textconv"] = command
+        config["diff.vaultmem.cachetextconv"] = "false"
+        info = self.path / "info"
+        info.mkdir(exist_ok=True)
+        attributes = info / "attributes"
+        line = "memories/** diff=vaultmem"
+        existing = attributes.read_text(encoding="utf-8").splitlines() if attributes.exists() else []
+        if line not in existing:
+            attributes.write_text("\n".join([*existing, line]) + "\n", encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file or folder of a listing."""
+
+    path: str
+    kind: str
+    size: int
+
+
+def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes] | None]:
+    """After a power cut, the journal may hold acknowledged moves that did
+    not reach git's files, and an index may have kept its name but lost its
+    data.  Until the next write repairs them, a vault reads through a private
+    folder outside the vault, added as a git alternate of its own handles
+    only: the journal's packs, and rebuilt indexes (with their packs) for
+    invalid ones; ``main`` is read as replayed.  Returns that folder and
+    ``(main on disk, main as replayed)``, or Nones when there was no power
+    cut.  Reads only: opening a vault never writes to it."""
+    try:
+        moves = [m for m in Journal(gitdir).pending() if m.epoch != commit_path.epoch(gitdir)]
+    except OSError:
+        return None, None
+    if not moves:
+        return None, None
+    folder = tempfile.mkdtemp(prefix="vaultmem-journal-")
+    pack_dir = os.path.join(folder, "pack")
+    os.mkdir(pack_dir)
+    packs = [move.pack for move in moves if move.pack]
+    for idx in (gitdir / "objects" / "pack").glob("pack-*.idx"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if not objects.valid_index(idx.read_bytes()):
+                packs.append(idx.with_suffix(".pack").read_bytes())
+    for data in packs:
+        with contextlib.suppress(ValueError, IndexError):
+            name = objects.pack_name(data)
+            index = objects.index_of(data)
+            with open(os.path.join(pack_dir, f"pack-{name}.pack"), "wb") as fh:
+                fh.write(data)
+            with open(os.path.join(pack_dir, f"pack-{name}.idx"), "wb") as fh:
+                fh.write(index)
+    target = replay(gitdir, moves).get(MAIN)
+    if target is None:
+        return folder, None
+    return folder, (read_ref_or_damaged(gitdir, MAIN), target)
+
+
+def _looks_like_time(text: str) -> bool:
+    """``2026-11-01``, ``2026-11-01 09:00``, ...: a date, never a revision."""
+    return bool(_TIME_LIKE.match(text.strip()))
+
+
+def _written(change: Change) -> list[str]:
+    """Paths a change wrote (files, or folders whose files it wrote), for expiry's record of use."""
+    out = [p.text for p, _ in change.writes]
+    out += [new.text for _, new in change.moves]
+    out += [p.text for p, entry in change.restores if entry is not None]
+    return out
+
+
+def _remove_made(folder: Path, existed: bool) -> None:
+    """Remove what a refused ``Vault.init`` made: the folder if it made it,
+    else everything in it (it was empty)."""
+    if not existed:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    with contextlib.suppress(OSError):
+        for child in folder.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    child.unlink()

@@ -1,0 +1,292 @@
+"""Sharing a vault through a git server (docs/sync.md): clone, push, pull and
+sync, over :mod:`vaultmem.repo.remotes` (the transport and the protocol)
+and :mod:`vaultmem.repo.merge` (merging two histories)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Self
+
+import pygit2
+
+from vaultmem.core.crypto import (
+    Keyring,
+    UserKey,
+)
+from vaultmem.core.policy import Policy
+from vaultmem.errors import (
+    ConflictError,
+    VaultError,
+)
+from vaultmem.git import durable, prune
+from vaultmem.git.commits import (
+    DAMAGED,
+    Draft,
+    ident,
+    read_ref_or_damaged,
+)
+from vaultmem.repo import keys
+from vaultmem.repo import merge as merging
+from vaultmem.repo import policy as policy_mod
+from vaultmem.repo import remotes as sharing
+from vaultmem.repo.engine import MAIN, Clock, _check_label
+from vaultmem.repo.keys import SHADOWS_REF, write_keyring
+from vaultmem.repo.shredding import Shredding
+from vaultmem.repo.verify import Progress
+
+
+class Syncing(Shredding):
+    """The vault with its remotes: see the module."""
+
+    # -- sharing through a git server (docs/sync.md) ------------------------------------
+
+    @classmethod
+    def clone(
+        cls,
+        url: str,
+        path: str | os.PathLike[str],
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+        clock: Clock = time.time,
+        progress: Progress | None = None,
+    ) -> Self:
+        """Clone a shared vault from ``url`` (a path, ``file://``, ``git://``,
+        ``ssh://`` or ``https://``) into ``path`` and open it with its key.
+        A wrong key is one clear error, and nothing is left behind."""
+
+        def opens(folder: Path) -> None:
+            cls.open(folder, key=key, key_file=key_file, passphrase=passphrase, clock=clock).close()
+
+        sharing.clone(url, Path(path), configure=opens, progress=progress)
+        return cls.open(path, key=key, key_file=key_file, passphrase=passphrase, clock=clock)
+
+    @property
+    def remotes(self) -> list[sharing.Remote]:
+        """The git servers this vault is shared through, as (name, url)."""
+        return sharing.list_remotes(self.repo)
+
+    def add_remote(self, name: str, url: str) -> sharing.Remote:
+        return sharing.add_remote(self.repo, name, url)
+
+    def remove_remote(self, name: str) -> None:
+        sharing.remove_remote(self.repo, name)
+
+    def push(self, remote: str = "origin", progress: Progress | None = None) -> sharing.Transfer:
+        """Send this vault's new versions, keys and policy to ``remote``: only
+        fast-forwards, never forced; ConflictError when the remote holds
+        versions this vault lacks (pull first)."""
+        repo = self._handle()  # its own handle: a push may run in another thread (AutoSync)
+        try:
+            result = sharing.push(repo, remote, progress)
+            if self.keyring.format >= 2:
+                self._drop_stray_keyrings(repo)
+            return result
+        finally:
+            repo.free()
+
+    def _drop_stray_keyrings(self, repo: pygit2.Repository) -> None:
+        """After a push that replaced the remote's keyring, remove the older
+        keyring its fetches brought back (named by no ref any more)."""
+        with self._lock.hold():
+            current = keys.keyring_objects(repo, keys.keyring_tips(repo))
+            doomed = self._stray_keyrings(current) | self._fetched_keyrings(repo, current)
+            if doomed:
+                self._commits.mark_pruning()
+                prune.drop(self.path, doomed, repo)
+                self._commits.mark_pruning()
+                self._free_handle()
+
+    def _fetched_keyrings(self, repo: pygit2.Repository, current: set[bytes]) -> set[bytes]:
+        """Keyring objects the pushes' and pulls' fetches left, that no ref names."""
+        out: set[bytes] = set()
+        for oid in self._replaced_keyrings:
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                out |= keys.keyring_objects(repo, [pygit2.Oid(raw=oid)])
+        self._replaced_keyrings.clear()
+        return out - current
+
+    def pull(
+        self,
+        remote: str = "origin",
+        progress: Progress | None = None,
+        *,
+        key: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        passphrase: str | None = None,
+        actor: str = "vaultmem",
+        policy_from: str | None = None,
+    ) -> sharing.Transfer:
+        """Bring ``remote``'s new versions, keys and policy here, after
+        checking every incoming commit's seal and the keyring's MAC under this
+        vault's key.  A branch this vault has not written since it last synced
+        moves forward; one both sides wrote is merged (docs/sync.md, "When
+        both sides wrote"): ``main`` file by file on decrypted content, as one
+        sealed merge commit by ``actor``; the keyring as the union of both
+        sides' data keys; the policy field by field, refusing a field both
+        sides set differently unless ``policy_from`` ("ours" or "theirs") says
+        which side wins.  Nothing changes when anything is refused.  After a
+        key change on another clone, give the new ``key``, ``key_file`` or
+        ``passphrase``: the pulled keyring is opened with it, and from then on
+        this vault opens with the new key only."""
+        _check_label("actor", actor)
+        if policy_from not in (None, "ours", "theirs"):
+            raise VaultError("Error: policy_from must be 'ours' or 'theirs'.")
+        new_user_key = None
+        if key is not None or key_file is not None or passphrase is not None:
+
+            def new_user_key(protector: dict[str, Any] | None) -> UserKey:
+                return self._user_key(key, key_file, passphrase, protector)
+
+        repo = self._handle()  # its own handle: a pull may run in another thread (AutoSync)
+        try:
+            return self._pull(repo, remote, progress, new_user_key, actor, policy_from)
+        finally:
+            repo.free()
+
+    def _pull(
+        self,
+        repo: pygit2.Repository,
+        remote: str,
+        progress: Progress | None,
+        new_user_key: Callable[[dict[str, Any] | None], UserKey] | None,
+        actor: str,
+        policy_from: str | None,
+    ) -> sharing.Transfer:
+        sharing.fetch(repo, remote, progress)
+        result = sharing.Transfer(remote)
+        with self._lock.hold():
+            self._commits.recover()
+            now = int(self.clock())
+            # Everything is checked and built first; only then does a branch move.
+            local_ring, their_ring = sharing.incoming(repo, remote, keys.KEYRING_REF)
+            ring_step = sharing.relation(repo, remote, keys.KEYRING_REF, local_ring, their_ring)
+            keyring = self.keyring
+            tips = keys.keyring_tips(repo)  # the remote's keyring too, as fetched
+            adopt = replace = stale_remote_ring = False
+            if ring_step != "none":
+                assert their_ring is not None
+                pulled = sharing.check_keyring(repo, their_ring, self.keyring, new_user_key)
+                if pulled.format != self.keyring.format:
+                    if pulled.format > self.keyring.format:
+                        raise ConflictError(
+                            f"Error: the vault on {remote!r} was migrated to storage format 2, and this clone is "
+                            "still in format 1. Clone it again (`vaultmem clone`); nothing was changed."
+                        )
+                    if not set(pulled.keys) <= set(self.keyring.keys):
+                        raise ConflictError(
+                            f"Error: the remote {remote!r} holds a format 1 keyring with keys this migrated vault "
+                            "lacks (a clone kept writing in format 1). Nothing was changed."
+                        )
+                    ring_step = "none"  # this vault migrated: its keyring stands, and the push replaces theirs
+                    stale_remote_ring = True
+                if ring_step == "merge":
+                    keys.check_unchanged(repo, self.keyring)
+                    merged = merging.merge_keyrings(self.keyring, pulled, new_user_key is not None, now)
+                    # An erasure on either side (format 2): the merged keyring
+                    # is a new root, and every older keyring leaves the disk.
+                    replace = merged.format >= 2 and (
+                        local_ring is None
+                        or repo.merge_base(local_ring, their_ring) is None
+                        or merged.erased.keys() != self.keyring.erased.keys()
+                        or merged.erased.keys() != pulled.erased.keys()
+                    )
+                    is_root = not repo[their_ring].peel(pygit2.Commit).parent_ids
+                    adopt = replace and is_root and merged.same_keys(pulled) and new_user_key is None
+                    pulled = pulled if adopt else merged
+                keyring = pulled
+            steps = {}
+            for ref in (MAIN, policy_mod.POLICY_REF, SHADOWS_REF):
+                local, theirs = sharing.incoming(repo, remote, ref)
+                step = sharing.relation(repo, remote, ref, local, theirs)
+                if ref == SHADOWS_REF and step == "merge":
+                    raise ConflictError(
+                        f"Error: this vault and the remote {remote!r} were migrated to storage format 2 "
+                        "separately; clone the remote again. Nothing was changed."
+                    )
+                if step != "none":
+                    assert theirs is not None
+                    sharing.check_commits(repo, local, theirs, keyring)
+                    steps[ref] = (step, local, theirs)
+            policy_merge = None
+            if steps.get(policy_mod.POLICY_REF, ("",))[0] == "merge":
+                _, local, theirs = steps[policy_mod.POLICY_REF]
+                assert local is not None and theirs is not None
+                policy_merge = self._merged_policy(repo, keyring, local, theirs, policy_from)
+            main_merge = None
+            if steps.get(MAIN, ("",))[0] == "merge":
+                _, local, theirs = steps[MAIN]
+                assert local is not None and theirs is not None
+                main_merge = merging.build_main_merge(
+                    repo, self._read_raw, self._trees, self._layouts, keyring, local, theirs, remote, actor, now
+                )
+            if main_merge is not None or policy_merge is not None or ring_step == "merge":
+                # the fetched objects, before a merge commit names them (advance syncs for itself)
+                durable.sync_filesystem(self.path)
+            # The keyring first: the versions that follow may use its data keys.
+            if ring_step == "advance" or adopt:  # adopt: the remote's keyring is the merge, that very commit
+                assert their_ring is not None
+                sharing.advance(self._commits, keys.KEYRING_REF, local_ring, their_ring)
+            elif ring_step == "merge":
+                assert their_ring is not None
+                message = "vaultmem: merge the keyrings of two clones"
+                write_keyring(self._commits, keyring, message, now, merged_from=their_ring.raw, root=replace)
+            if ring_step != "none":
+                assert their_ring is not None
+                self.keyring = keyring
+                if replace:
+                    self._drop_old_keyrings(tips)
+                new_ring = read_ref_or_damaged(self.path, keys.KEYRING_REF)
+                shown = new_ring.hex() if new_ring not in (None, DAMAGED) else str(their_ring)
+                result.moved["vaultmem-keyring"] = (str(local_ring) if local_ring else None, shown)
+            if stale_remote_ring:  # its format 1 data keys must not stay on this disk
+                self._drop_old_keyrings(tips)
+            for ref, (step, local, theirs) in steps.items():
+                if step == "advance":
+                    sharing.advance(self._commits, ref, local, theirs)
+                    tip = str(theirs)
+                elif ref == MAIN:
+                    assert main_merge is not None and local is not None
+                    new_objects, root, message, report = main_merge
+                    draft = Draft(root, [local.raw, theirs.raw], ident(actor, actor), now, message)
+                    commit = self._commits.commit(MAIN, local.raw, new_objects, draft, self._seal)
+                    self._recent.add([*new_objects, commit])
+                    report.commit = tip = commit.id.hex()
+                    result.merge = report
+                else:
+                    assert policy_merge is not None
+                    merged_policy, changed = policy_merge
+                    tip = policy_mod.write_policy(
+                        self._commits, self._seal, merged_policy, changed, actor, None, now, merged_from=theirs.raw
+                    )
+                result.moved[sharing.short_name(ref)] = (str(local) if local else None, tip)
+            sharing.remember(repo, remote)
+        if result.merge is not None:
+            self._upkeep.poke()
+        return result
+
+    def _merged_policy(
+        self, repo: pygit2.Repository, keyring: Keyring, local: pygit2.Oid, theirs: pygit2.Oid, prefer: str | None
+    ) -> tuple[Policy, list[str]]:
+        base_id = repo.merge_base(local, theirs)
+        base = policy_mod.policy_at(repo, keyring, base_id) if base_id is not None else Policy()
+        ours, theirs_policy = policy_mod.policy_at(repo, keyring, local), policy_mod.policy_at(repo, keyring, theirs)
+        return merging.merge_policies(base, ours, theirs_policy, prefer)
+
+    def sync(
+        self,
+        remote: str = "origin",
+        progress: Progress | None = None,
+        *,
+        actor: str = "vaultmem",
+        policy_from: str | None = None,
+    ) -> tuple[sharing.Transfer, sharing.Transfer]:
+        """Pull (merging if both sides wrote), then push: (what the pull
+        moved, what the push moved)."""
+        pulled = self.pull(remote, progress, actor=actor, policy_from=policy_from)
+        return pulled, self.push(remote, progress)
