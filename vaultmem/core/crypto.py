@@ -32,8 +32,7 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from vaultmem.core import shred
 from vaultmem.core.lru import LRU
-from vaultmem.core.names import Names, is_sealed
-from vaultmem.core.paths import ROOT, parse_stored
+from vaultmem.core.names import Names, is_sealed_text
 from vaultmem.errors import BadKeyError, ConflictError, ErasedError, IntegrityError, NotAVaultError, WrongKeyError
 
 FORMAT_VERSION = 2  # what new vaults are made in
@@ -603,7 +602,7 @@ class Keyring:
         """Decrypt a blob found at ``stored`` in a tree: its real path, or,
         in a vault with sealed names, the sealed form of the path it binds.
         Errors name ``shown`` (the path as it was asked for), else ``stored``."""
-        if self.names is None or stored == ROOT or not is_sealed(parse_stored(stored)):
+        if self.names is None or not is_sealed_text(stored):
             return self.open(stored, blob)
         shown = shown or stored
         bad = IntegrityError(f"Error: the stored version of {shown} failed authentication; run `vaultmem verify`.")

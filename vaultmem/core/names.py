@@ -11,7 +11,7 @@ A token depends on the whole path above it, so the same file name in two
 folders gives two tokens, and a token of a folder is the prefix of every
 token path below it (``seal(a/b)`` starts with ``seal(a)``).  The name key is
 never destroyed: someone holding the vault's key who guesses a full path can
-compute its token and see that it was there (docs/erasure.md, "Limits").
+compute its token and see that it was there (docs/erasure.md, "Sealed names").
 
 :class:`Names` also remembers, for this process, the real path of every
 token path it sealed or was told about, so listings and the history name
@@ -37,6 +37,7 @@ _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
 # keeps its earlier commits as they were written.
 MARKER = b"sealed-names"
 MARKER_CONTENT = b"vaultmem sealed names 1\n"
+_REMEMBERED = 1 << 16  # paths each way, per process
 
 
 def is_token(name: str) -> bool:
@@ -49,18 +50,23 @@ def is_sealed(path: MemoryPath) -> bool:
     return bool(path.parts) and all(is_token(part) for part in path.parts)
 
 
+def is_sealed_text(text: str) -> bool:
+    """:func:`is_sealed` of a canonical path text, without parsing it."""
+    return text.startswith(ROOT + "/") and all(is_token(part) for part in text[len(ROOT) + 1 :].split("/"))
+
+
 class Names:
     """Seals paths under one name key and remembers what it sealed."""
 
     def __init__(self, key: bytes) -> None:
         self.key = key
         self._hmac = hmac.new(key, _PURPOSE, "sha256")  # keyed once; each token copies it
-        self._sealed: LRU[tuple[str, ...], tuple[str, ...]] = LRU(65536)
-        self._real: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._sealed: LRU[tuple[str, ...], tuple[str, ...]] = LRU(_REMEMBERED)
+        self._real: LRU[tuple[str, ...], tuple[str, ...]] = LRU(_REMEMBERED)  # a miss is read back again
         # Names that could not be read back (every version below was erased):
         # the path shown, the token in place of the name, and what it stores.
         self._aliases: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # for the aliases; the LRUs lock themselves
 
     def token(self, parts: tuple[str, ...]) -> str:
         """The token of the last segment of ``parts`` (a path below /memories)."""
@@ -89,20 +95,14 @@ class Names:
             else:
                 sealed = (*above, self.token(parts))
             self._sealed.put(parts, sealed)
-            with self._lock:
-                for depth in range(1, len(parts) + 1):
-                    if sealed[depth - 1] != parts[depth - 1]:  # a token stored as itself names nothing
-                        self._real[sealed[:depth]] = parts[:depth]
+            if sealed[-1:] != parts[-1:]:  # a token stored as itself names nothing (its prefixes were done above)
+                self._real.put(sealed, parts)
         return MemoryPath(sealed)
 
     def seal_text(self, text: str) -> str:
         """:meth:`seal` of a canonical path text (``/memories`` stays itself)."""
         parts = tuple(text[len(ROOT) + 1 :].split("/")) if text != ROOT else ()
         return self.seal(MemoryPath(parts)).text
-
-    def learn(self, real: MemoryPath) -> MemoryPath:
-        """Remember ``real`` (a name read from a file version); its sealed path."""
-        return self.seal(real)
 
     def alias(self, shown: MemoryPath, sealed: MemoryPath) -> None:
         """Remember that ``shown`` (a real folder path and a token where a name
@@ -114,13 +114,12 @@ class Names:
         """The real path of a token path sealed or learned in this process."""
         if not sealed.parts:
             return sealed
-        with self._lock:
-            found = self._real.get(sealed.parts)
+        found = self._real.get(sealed.parts)
         return MemoryPath(found) if found is not None else None
 
     def forget(self) -> None:
         """Drop every remembered name (after an erasure)."""
         self._sealed.clear()
+        self._real.clear()
         with self._lock:
-            self._real.clear()
             self._aliases.clear()

@@ -701,16 +701,15 @@ class Engine:
         if names is None:
             return None
 
-        def unseal(commit: bytes, stored: MemoryPath) -> MemoryPath | None:
-            try:
-                return self._snapshot_at(commit).unseal(stored)
-            except (VaultError, KeyError, ValueError, pygit2.GitError):
-                return None
+        return SealedNames(names, self._unseal_at)
 
-        return SealedNames(names, unseal)
-
-    def _snapshot_at(self, commit: bytes) -> Snapshot:
-        return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit)
+    def _unseal_at(self, commit: bytes, stored: MemoryPath) -> MemoryPath | None:
+        """The real path ``commit``'s trees hold under ``stored``; None if
+        erased, missing, or the commit cannot be read."""
+        try:
+            return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit).unseal(stored)
+        except (VaultError, KeyError, ValueError, pygit2.GitError):
+            return None
 
     def unseal_text(self, text: str, commits: list[bytes]) -> str:
         """Every sealed path in ``text`` (a message, a trailer) spelled with
@@ -726,8 +725,7 @@ class Engine:
             for commit in commits:
                 if found is not None:
                     break
-                with contextlib.suppress(VaultError, KeyError, ValueError, pygit2.GitError):
-                    found = self._snapshot_at(commit).unseal(stored)
+                found = self._unseal_at(commit, stored)
             return found.text if found is not None else match.group(0)
 
         return _SEALED_PATH.sub(real, text)

@@ -281,21 +281,23 @@ def _entry_id(
     """The id at ``target`` in the tree ``root`` of ``version``, None if there is
     nothing there; a tree on the way that cannot be read is an IntegrityError.
     A commit whose root holds the sealed-names marker is read through tokens."""
-    oid = root
+    tree = _tree(repo, root, version)
     parts = target.parts
-    if sealed is not None and parts and not is_sealed(target) and MARKER.decode() in _tree(repo, root, version):
+    if sealed is not None and parts and MARKER.decode() in tree:
         parts = sealed.names.seal(target).parts
-    names = ("memories", *parts)
-    for depth, name in enumerate(names, 1):
-        tree = _tree(repo, oid, version)
+    *folders, last = ("memories", *parts)
+    for name in folders:
         try:
             entry = tree[name]
         except KeyError:
             return None
-        oid = entry.id
-        if depth < len(names) and entry.filemode != pygit2.enums.FileMode.TREE:
+        if entry.filemode != pygit2.enums.FileMode.TREE:
             return None  # a file where the path needs a folder
-    return oid
+        tree = _tree(repo, entry.id, version)
+    try:
+        return tree[last].id
+    except KeyError:
+        return None
 
 
 def touches(repo: pygit2.Repository, commit: CommitLike, target: MemoryPath, sealed: SealedNames | None = None) -> bool:
@@ -397,10 +399,8 @@ def _renamed_back(
         if not stored.is_within(new):
             return None
         real_old = sealed.unseal(before, old)
-        if real_old is None:  # erased: only tokens are left, and they stand for themselves
-            tokens = MemoryPath(old.parts + stored.parts[len(new.parts) :])
-            sealed.names.alias(tokens, tokens)
-            return tokens
+        if real_old is None:  # erased: only tokens are left, and they seal to themselves
+            return MemoryPath(old.parts + stored.parts[len(new.parts) :])
         return MemoryPath(real_old.parts + path.parts[len(new.parts) :])
     if path.is_within(new):
         return MemoryPath(old.parts + path.parts[len(new.parts) :])

@@ -19,7 +19,7 @@ import pygit2
 
 from vaultmem.core import merge as rules
 from vaultmem.core.crypto import Keyring
-from vaultmem.core.names import Names, is_sealed
+from vaultmem.core.names import Names, is_sealed_text
 from vaultmem.core.paths import MemoryPath, parse, parse_stored
 from vaultmem.core.policy import Policy
 from vaultmem.core.versions import format_message, parse_trailers
@@ -88,7 +88,7 @@ def side_renames(
             continue
         old, new = named
         names = reader[1].names if reader is not None else None
-        if names is not None and is_sealed(parse_stored(old)):
+        if names is not None and is_sealed_text(old):
             assert reader is not None
             _sealed_rename(reader, commit.id.raw, names, current, old, new)
             continue
