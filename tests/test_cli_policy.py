@@ -30,16 +30,18 @@ STAMP = "2025-01-06T09:00:00Z"
 LATER = "2025-01-16T09:00:00Z"  # T0 + 10 days
 ID = re.compile(r"[0-9a-f]{10}")
 DEFAULT_SHOW = (
-    'secrets           "off"\n'
-    "personal_data     false\n"
-    "patterns          {}\n"
-    "max_file_bytes    102400\n"
-    "max_vault_bytes   null\n"
-    "max_files         null\n"
-    "expire_after      null\n"
-    "sync_remote       null\n"
-    "sync_every        null\n"
-    "content_retention null\n"
+    'secrets            "off"\n'
+    "personal_data      false\n"
+    "patterns           {}\n"
+    "max_file_bytes     102400\n"
+    "max_vault_bytes    null\n"
+    "max_files          null\n"
+    "expire_after       null\n"
+    "sync_remote        null\n"
+    "sync_every         null\n"
+    "content_retention  null\n"
+    "require_signatures false\n"
+    "checkpoint_every   null\n"
 )
 
 
@@ -126,16 +128,18 @@ def test_policy_show_prints_json_values_and_expire_after_as_a_duration(
     result = cli("policy", "show")
     assert result.code == 0
     assert result.out == (
-        'secrets           "refuse"\n'
-        "personal_data     true\n"
-        'patterns          {"ticket_secret": "TS-[0-9]{6}"}\n'
-        "max_file_bytes    102400\n"
-        "max_vault_bytes   5000000\n"
-        "max_files         500\n"
-        "expire_after      30d\n"
-        'sync_remote       "origin"\n'
-        "sync_every        90s\n"
-        "content_retention null\n"
+        'secrets            "refuse"\n'
+        "personal_data      true\n"
+        'patterns           {"ticket_secret": "TS-[0-9]{6}"}\n'
+        "max_file_bytes     102400\n"
+        "max_vault_bytes    5000000\n"
+        "max_files          500\n"
+        "expire_after       30d\n"
+        'sync_remote        "origin"\n'
+        "sync_every         90s\n"
+        "content_retention  null\n"
+        "require_signatures false\n"
+        "checkpoint_every   null\n"
     )
 
 
@@ -144,7 +148,7 @@ def test_policy_show_uses_the_largest_whole_unit(
     cli: Callable[..., Result], setup: Setup, seconds: int, shown: str
 ) -> None:
     setup.open().set_policy(actor="ops", expire_after=seconds)
-    assert cli("policy", "show").out.splitlines()[-4] == f"expire_after      {shown}"
+    assert cli("policy", "show").out.splitlines()[-6] == f"expire_after       {shown}"
 
 
 def test_policy_show_json_is_the_policy_dict(cli: Callable[..., Result], setup: Setup) -> None:
@@ -164,6 +168,8 @@ def test_policy_show_json_is_the_policy_dict(cli: Callable[..., Result], setup: 
         "sync_remote": None,
         "sync_every": None,
         "content_retention": None,
+        "require_signatures": False,
+        "checkpoint_every": None,
     }
 
 
@@ -218,7 +224,7 @@ def test_policy_set_reads_expire_after_as_a_duration(cli: Callable[..., Result],
     assert result.code == 0
     assert result.out in ("expire_after: null -> 2592000\n", "expire_after: null -> 30d\n")
     assert setup.open().policy.expire_after == 2_592_000
-    assert cli("policy", "show").out.splitlines()[-4] == "expire_after      30d"
+    assert cli("policy", "show").out.splitlines()[-6] == "expire_after       30d"
     assert cli("policy", "set", "expire_after=2592000").out == "Nothing changed: the policy already says that.\n"
 
 

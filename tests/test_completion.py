@@ -47,7 +47,7 @@ def bash_completes(path: str, line: str) -> list[str]:
 def test_bash_completes_commands_sub_commands_and_options(path_with_vaultmem: str) -> None:
     assert bash_completes(path_with_vaultmem, "vaultmem lo") == ["log"]
     assert set(bash_completes(path_with_vaultmem, "vaultmem key ")) >= {"list", "change", "rotate"}
-    assert bash_completes(path_with_vaultmem, "vaultmem log --si") == ["--since"]
+    assert bash_completes(path_with_vaultmem, "vaultmem log --sin") == ["--since"]
     assert "--json" in bash_completes(path_with_vaultmem, "vaultmem verify --")
 
 

@@ -142,6 +142,8 @@ def test_the_default_policy_changes_nothing() -> None:
         "sync_remote": None,
         "sync_every": None,
         "content_retention": None,
+        "require_signatures": False,
+        "checkpoint_every": None,
     }
 
 

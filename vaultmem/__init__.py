@@ -11,6 +11,8 @@ from vaultmem import _moved
 from vaultmem.anthropic.agent import MEMORY_BETA, context_management, memory_request, memory_system_prompt
 from vaultmem.core.crypto import generate_key
 from vaultmem.core.policy import Policy
+from vaultmem.core.signers import Signer, Signers
+from vaultmem.core.signing import PublicKey, SigningKey
 from vaultmem.core.versions import Version
 from vaultmem.errors import (
     AlreadyExistsError,
@@ -21,6 +23,7 @@ from vaultmem.errors import (
     LimitError,
     NotAVaultError,
     NotFoundError,
+    SigningError,
     VaultError,
     WrongKeyError,
 )
@@ -71,6 +74,11 @@ __all__ = [
     "NotFoundError",
     "Policy",
     "PolicyVersion",
+    "PublicKey",
+    "Signer",
+    "Signers",
+    "SigningError",
+    "SigningKey",
     "StaleFile",
     "ToolError",
     "Vault",

@@ -88,6 +88,11 @@ class ErasedError(IntegrityError):
         self.commit = commit
 
 
+class SigningError(VaultError):
+    """The write needs a signature it cannot get: the vault requires signed
+    commits and the writer has no valid signing key; nothing was written."""
+
+
 class BusyError(VaultError):
     """Another program (a git command) holds a lock vaultmem needs; nothing was changed."""
 

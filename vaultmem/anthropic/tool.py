@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from anthropic.types.beta import (
 )
 
 from vaultmem.core.policy import Policy
+from vaultmem.core.signing import SigningKey, resolve_signing_key
 from vaultmem.errors import CommandError
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands, new_session
@@ -50,8 +52,13 @@ class _VaultTool:
         detectors: Iterable[Detector],
         sync: str | None = None,
         sync_every: float | None = None,
+        signing_key: SigningKey | str | os.PathLike[str] | None = None,
+        signing_passphrase: str | None = None,
     ) -> None:
         self._vault = vault
+        key = resolve_signing_key(signing_key, signing_passphrase)
+        if key is not None:
+            vault.sign_as(actor, key)
         self.commands = MemoryCommands(
             vault,
             actor=actor,
@@ -110,9 +117,23 @@ class VaultMemoryTool(_VaultTool, BetaAbstractMemoryTool):
         detectors: Iterable[Detector] = (),
         sync: str | None = None,
         sync_every: float | None = None,
+        signing_key: SigningKey | str | os.PathLike[str] | None = None,
+        signing_passphrase: str | None = None,
     ) -> None:
         BetaAbstractMemoryTool.__init__(self, cache_control=cache_control)
-        self._setup(vault, actor, session, max_file_bytes, view_cap, policy, detectors, sync, sync_every)
+        self._setup(
+            vault,
+            actor,
+            session,
+            max_file_bytes,
+            view_cap,
+            policy,
+            detectors,
+            sync,
+            sync_every,
+            signing_key,
+            signing_passphrase,
+        )
 
     def call(self, input: object) -> str:
         return self._run(input)
@@ -152,9 +173,23 @@ class AsyncVaultMemoryTool(_VaultTool, BetaAsyncAbstractMemoryTool):
         detectors: Iterable[Detector] = (),
         sync: str | None = None,
         sync_every: float | None = None,
+        signing_key: SigningKey | str | os.PathLike[str] | None = None,
+        signing_passphrase: str | None = None,
     ) -> None:
         BetaAsyncAbstractMemoryTool.__init__(self, cache_control=cache_control)
-        self._setup(vault, actor, session, max_file_bytes, view_cap, policy, detectors, sync, sync_every)
+        self._setup(
+            vault,
+            actor,
+            session,
+            max_file_bytes,
+            view_cap,
+            policy,
+            detectors,
+            sync,
+            sync_every,
+            signing_key,
+            signing_passphrase,
+        )
 
     async def call(self, input: object) -> str:
         return await anyio.to_thread.run_sync(self._run, input)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from vaultmem.anthropic.agent import DEFAULT_MODEL
+from vaultmem.cli import signers as signers_cli
 from vaultmem.cli.progress import ProgressBar
 from vaultmem.cli.progress import is_terminal as _is_terminal  # tests replace it here
 from vaultmem.cli.render import (
@@ -122,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
     _global_options(parser, os.environ.get(ENV_VAULT), None, False, None)
+    signers_cli.signing_options(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _keygen_parser(commands)
     _init_parser(commands)
@@ -163,10 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     _sync_parser(commands)
     _textconv_parser(commands)
     _completion_parser(commands)
+    signers_cli.add_parsers(commands)
     for name, command, purpose in _named_leaves(parser):
         # Given after the command too (`vaultmem ls --vault X`), as git and gh
         # take them; there, an option overrides the same option given before.
         _global_options(command, *[argparse.SUPPRESS] * 4)
+        signers_cli.signing_options(command, argparse.SUPPRESS)
         command.description = purpose[:1].upper() + purpose[1:] + "."
         command.epilog = (EPILOGS.get(name, "") + "\n\n" if name in EPILOGS else "") + f"example:\n  {EXAMPLES[name]}"
         command.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -212,6 +216,7 @@ EXAMPLES = {
     "push": "vaultmem push origin",
     "pull": "vaultmem pull origin",
     "sync": "vaultmem sync",
+    **signers_cli.EXAMPLES,
 }
 
 EPILOGS_COMPLETION = (
@@ -234,7 +239,9 @@ EPILOGS = {
     "  sync_remote=NAME|null       memory tools keep the vault in step with this remote (automatic sync)\n"
     "  sync_every=DURATION|null    and also pull and push this often, such as 60s\n"
     "  content_retention=DURATION|null  versions written longer ago are erased (current files stay), "
-    "such as 365d",
+    "such as 365d\n"
+    "  require_signatures=true|false  refuse every write not signed by a valid signer (docs/signing.md)\n"
+    "  checkpoint_every=N|null     sign a checkpoint of main every N commits made with a signing key",
 }
 
 
@@ -408,6 +415,8 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError("--max-tokens must be at least 1.")
     if args.command == "clone":
         return _clone(args)
+    if args.command == "signer" and args.signer_command == "new":
+        return signers_cli.signer_new(args)
     if not args.vault:
         raise UsageError(f"no vault given: use --vault PATH or set {ENV_VAULT}.")
     if args.command == "init":
@@ -427,10 +436,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"Created an empty vault in {args.vault}" + (", with sealed names." if args.sealed_names else "."))
         return 0
     with _open(args) as vault:
+        signers_cli.use_signing_key(vault, args)
         name = {
             "key": f"key {getattr(args, 'key_command', '')}",
             "policy": f"policy {getattr(args, 'policy_command', '')}",
             "remote": f"remote {getattr(args, 'remote_command', '')}",
+            "signer": f"signer {getattr(args, 'signer_command', '')}",
         }
         handler = COMMANDS[name.get(args.command, args.command)]
         return handler(vault, args)
@@ -1006,15 +1017,37 @@ def _policy_log(vault: Vault, args: argparse.Namespace) -> int:
 
 def _verify_parser(commands: _Commands) -> None:
     verify = commands.add_parser("verify", help="check every version authenticates; exit 1 on any finding")
+    verify.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="also check main against the signed checkpoints in FILE (`vaultmem checkpoint --out`); repeatable",
+    )
     _json(verify)
 
 
 def _verify(vault: Vault, args: argparse.Namespace) -> int:
+    texts = []
+    for name in args.checkpoint:
+        try:
+            texts.append(Path(name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as err:
+            raise UsageError(
+                f"cannot read the checkpoint file {name}: {getattr(err, 'strerror', None) or err}."
+            ) from err
     with ProgressBar("verify") as bar:
-        report = vault.verify(progress=bar)
+        report = vault.verify(progress=bar, checkpoints=texts)
     if args.json:
         findings = [{"kind": f.kind, "version": f.version, "path": f.path, "detail": f.detail} for f in report.findings]
-        counts = {"commits": report.commits, "blobs": report.blobs, "trees": report.trees, "erased": report.erased}
+        counts = {
+            "commits": report.commits,
+            "blobs": report.blobs,
+            "trees": report.trees,
+            "erased": report.erased,
+            "signed": report.signed,
+            "unsigned": report.unsigned,
+        }
         print_json({"ok": report.ok, **counts, "findings": findings})
     else:
         on = colour_on(sys.stdout)
@@ -1023,6 +1056,8 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
             print(f"{paint(f.kind + ':', RED, on)} {where + ': ' if where else ''}{f.detail}")
         erased = f" ({report.erased} erased)" if report.erased else ""
         checked = f"{report.commits} versions, {report.blobs} file versions{erased} and {report.trees} trees"
+        if report.signed:
+            checked += f", {report.signed} signatures"
         problems = len(report.findings)
         verdict = "no problems found" if report.ok else f"{problems} problem{'s' if problems != 1 else ''} found"
         print(f"Checked {checked}: {paint(verdict, GREEN if report.ok else RED, on)}.")
@@ -1289,12 +1324,23 @@ def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
     key_file = ["--key-file", str(Path(args.textconv_key_file).resolve())] if args.textconv_key_file else []
     command = textconv_command(sys.executable, key_file)
     vault.configure_textconv(command)
+    allowed, revoked = vault.configure_signers()
     if args.json:
-        print_json({"textconv": command, "key_file": key_file[1] if key_file else None})
+        print_json(
+            {
+                "textconv": command,
+                "key_file": key_file[1] if key_file else None,
+                "allowed_signers": str(allowed),
+                "revoked_keys": str(revoked),
+                "signers": len(vault.signers.entries),
+            }
+        )
         return 0
     holder = f"the key file {args.textconv_key_file} or {ENV_KEY}" if args.textconv_key_file else ENV_KEY
     print(f"git log -p and git diff on {args.vault} now show decrypted text to whoever has {holder};")
     print("everyone else sees the encrypted blobs.")
+    if vault.signers:
+        print(f"git verify-commit and git log --show-signature check signatures against {allowed}.")
     return 0
 
 
@@ -1609,6 +1655,7 @@ COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
     "policy log": _policy_log,
     "export": _export,
     "chat": _chat,
+    **signers_cli.HANDLERS,
 }
 
 

@@ -78,6 +78,8 @@ class Policy:
     sync_remote: str | None = None
     sync_every: int | None = None
     content_retention: int | None = None
+    require_signatures: bool = False
+    checkpoint_every: int | None = None
 
     def __post_init__(self) -> None:
         if self.secrets not in SECRET_MODES:
@@ -100,6 +102,9 @@ class Policy:
             )
         _limit("sync_every", self.sync_every, optional=True)
         _limit("content_retention", self.content_retention, optional=True)
+        if not isinstance(self.require_signatures, bool):
+            raise VaultError("Error: require_signatures must be true or false.")
+        _limit("checkpoint_every", self.checkpoint_every, optional=True)
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
@@ -116,6 +121,8 @@ class Policy:
             "sync_remote": self.sync_remote,
             "sync_every": self.sync_every,
             "content_retention": self.content_retention,
+            "require_signatures": self.require_signatures,
+            "checkpoint_every": self.checkpoint_every,
         }
 
     @classmethod

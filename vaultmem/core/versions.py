@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.signing import split_signature
 from vaultmem.errors import VaultError
 
 SEAL_HEADER = b"vaultmem-seal"  # a commit header, like git's own gpgsig
@@ -132,8 +133,9 @@ def format_message(
 
 
 def split_seal(raw_commit: bytes) -> tuple[bytes, bytes | None]:
-    """A commit object's bytes without its seal header, and the seal (or None)."""
-    head, sep, message = raw_commit.partition(b"\n\n")
+    """A commit object's bytes without its seal header and its signature
+    (what the seal covers), and the seal (or None)."""
+    head, sep, message = split_signature(raw_commit)[0].partition(b"\n\n")
     kept: list[bytes] = []
     seal: bytes | None = None
     for line in head.split(b"\n"):

@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vaultmem.core.signing import GPGSIG, gpgsig_value
 from vaultmem.errors import BusyError, IntegrityError, StorageError, VaultError
 from vaultmem.git import durable, objects
 from vaultmem.git.fresh import FreshFiles
@@ -99,17 +100,25 @@ class Draft:
 
 
 Headers = Callable[[bytes], list[tuple[bytes, bytes]]]
+Sign = Callable[[bytes], bytes]  # the commit's bytes -> an armored SSH signature
 
 
-def encode(draft: Draft, headers: Headers | None) -> objects.PackedObject:
-    """The commit object: ``headers`` get the bytes without them (what a seal covers)."""
+def encode(draft: Draft, headers: Headers | None, sign: Sign | None = None) -> objects.PackedObject:
+    """The commit object: ``headers`` get the bytes without them (what a seal
+    covers); ``sign`` gets the bytes with them, and its signature becomes the
+    ``gpgsig`` header, last, as ``git commit -S`` writes it."""
     plain = objects.encode_commit(draft.tree, draft.parents, draft.author, COMMITTER, draft.when, draft.message)
     extra = headers(plain) if headers is not None else []
-    if not extra:
-        return objects.packed(objects.COMMIT, plain)
-    body = objects.encode_commit(
-        draft.tree, draft.parents, draft.author, COMMITTER, draft.when, draft.message, extra=extra
-    )
+    body = plain
+    if extra:
+        body = objects.encode_commit(
+            draft.tree, draft.parents, draft.author, COMMITTER, draft.when, draft.message, extra=extra
+        )
+    if sign is not None:
+        extra = [*extra, (GPGSIG, gpgsig_value(sign(body)))]
+        body = objects.encode_commit(
+            draft.tree, draft.parents, draft.author, COMMITTER, draft.when, draft.message, extra=extra
+        )
     return objects.packed(objects.COMMIT, body)
 
 
@@ -196,6 +205,7 @@ class CommitPath:
         draft: Draft,
         headers: Headers | None = None,
         *,
+        sign: Sign | None = None,
         checkpoint: bool = False,
         hold: bool = False,
     ) -> objects.PackedObject:
@@ -209,8 +219,9 @@ class CommitPath:
         of its own for good: neither the upkeep's merges nor git's repack
         fold it into a larger pack, so :mod:`vaultmem.git.prune` can remove
         it whole (format 2's keyring, whose superseded copies an erasure
-        destroys).  On any failure nothing is changed."""
-        commit = encode(draft, headers)
+        destroys).  ``sign`` signs the commit (:func:`encode`).  On any
+        failure nothing is changed."""
+        commit = encode(draft, headers, sign)
         pack = objects.build_pack([*new_objects, commit])
         self.fresh.begin()
         self.lock.write_intent(durable.Intent(ref, commit.id.hex(), pack.name))

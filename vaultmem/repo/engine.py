@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import re
 import shutil
@@ -17,7 +18,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,6 +40,8 @@ from vaultmem.core.crypto import (
 from vaultmem.core.names import TOKEN_LENGTH
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import Policy
+from vaultmem.core.signers import Signers
+from vaultmem.core.signing import SigningKey
 from vaultmem.core.values import is_int
 from vaultmem.core.versions import (
     RESTORED_FROM,
@@ -56,6 +59,7 @@ from vaultmem.errors import (
     IntegrityError,
     NotAVaultError,
     NotFoundError,
+    SigningError,
     StorageError,
     VaultError,
 )
@@ -66,6 +70,7 @@ from vaultmem.git.commits import (
     CommitPath,
     Draft,
     RefMoved,
+    Sign,
     ident,
     read_ref_or_damaged,
     replay,
@@ -79,12 +84,14 @@ from vaultmem.repo import remotes as sharing
 from vaultmem.repo.history import SealedNames, first_parents, hiding_files, read_commit, walk
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
+from vaultmem.repo.signed import SIGNERS_REF, CommitSignatures, read_signers
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
 ATTEMPTS = 3  # builds of one change when another program keeps moving main
 Clock = Callable[[], float]
 
+_log = logging.getLogger("vaultmem")
 _SIGNATURE_BAD = set("<>\n\r\0")
 _TIME_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]|$)")
 _SEALED_PATH = re.compile(rf"/memories(?:/n[a-z2-7]{{{TOKEN_LENGTH}}}(?![^/\s,]))+")
@@ -167,6 +174,9 @@ class Engine:
         self._erasure_checked = False
         self._last_root: tuple[bytes, tuple[bytes | None, bool]] | None = None  # see snapshot()
         self._replaced_keyrings: set[bytes] = set()  # keyrings an erasure replaced: removed again if fetched
+        self._signing_keys: dict[str, SigningKey] = {}  # actor -> the key its commits are signed with
+        self._signers: tuple[str | None, Signers] | None = None  # the signers list, by its commit id
+        self._count: tuple[bytes, int] | None = None  # main's tip and how many commits it reaches
 
     @property
     def keyring(self) -> Keyring:
@@ -570,6 +580,66 @@ class Engine:
     def _seal(self, plain: bytes) -> list[tuple[bytes, bytes]]:
         return [(SEAL_HEADER, self.keyring.seal_commit(plain))]
 
+    # -- signatures (vaultmem.repo.signing manages signers) ------------------------
+
+    def sign_as(self, actor: str, key: SigningKey | None) -> None:
+        """Sign every commit made as ``actor`` from now on with ``key`` (None:
+        stop).  The key must be a valid signer of ``actor`` when a commit is
+        made (docs/signing.md); otherwise that write is refused."""
+        _check_label("actor", actor)
+        if key is None:
+            self._signing_keys.pop(actor, None)
+        elif not isinstance(key, SigningKey):
+            raise VaultError("Error: a signing key must be a vaultmem SigningKey (SigningKey.load(path)).")
+        else:
+            self._signing_keys[actor] = key
+
+    def signing_key(self, actor: str) -> SigningKey | None:
+        return self._signing_keys.get(actor)
+
+    @property
+    def signers(self) -> Signers:
+        """The vault's allowed signers (empty until an operator adds the first)."""
+        raw = read_ref_or_damaged(self.path, SIGNERS_REF)
+        target = raw.hex() if raw is not None else None
+        cached = self._signers
+        if cached is None or cached[0] != target:
+            signers, _ = read_signers(self.repo, self.keyring)
+            cached = self._signers = (target, signers)
+        return cached[1]
+
+    def _signature(self, actor: str, now: int) -> Sign | None:
+        """How a commit made as ``actor`` at ``now`` is signed (None: it is
+        not); raises SigningError, before anything is written, when the
+        actor's key is not a valid signer now or the policy requires a
+        signature the actor cannot give."""
+        key = self._signing_keys.get(actor)
+        if key is None:
+            try:
+                required = self.policy.require_signatures
+            except IntegrityError:  # a damaged policy: the operator replacing it is not held to it
+                required = False
+            if required:
+                raise SigningError(
+                    f"Error: this vault requires signed commits (policy require_signatures) and {actor!r} has no "
+                    "signing key; give one with --signing-key or VAULTMEM_SIGNING_KEY (signing_key= in Python). "
+                    "Nothing was changed."
+                )
+            return None
+        problem = self.signers.judge(key.public, actor, now)
+        if problem is not None:
+            said = {
+                "unknown signer": "is not a signer of this vault",
+                "wrong actor": "belongs to another signer",
+                "revoked": "was revoked",
+                "expired": "is outside its validity now",
+            }[problem]
+            raise SigningError(
+                f"Error: the signing key {key.public.fingerprint} {said} for {actor!r}; an operator adds or "
+                "rotates it with `vaultmem signer add` or `vaultmem signer rotate`. Nothing was changed."
+            )
+        return key.sign
+
     def mutate(
         self,
         build: Callable[[Snapshot], Change],
@@ -623,7 +693,9 @@ class Engine:
                 parents = [snap.commit_id] if snap.commit_id is not None else []
                 draft = Draft(root.id, parents, ident(actor, actor), now, message)
                 try:
-                    commit = self._commits.commit(MAIN, snap.commit_id, [*editor.new, *made], draft, self._seal)
+                    commit = self._commits.commit(
+                        MAIN, snap.commit_id, [*editor.new, *made], draft, self._seal, sign=self._signature(actor, now)
+                    )
                 except RefMoved:
                     if attempt + 1 == ATTEMPTS:
                         raise ConflictError(
@@ -633,6 +705,10 @@ class Engine:
                     continue
                 break
             self._recent.add([*editor.new, *made, commit])
+            try:
+                self._committed(actor, commit.id, now)
+            except (VaultError, OSError) as err:  # the write stands; the next one tries again
+                _log.warning("vaultmem: the automatic checkpoint failed: %s", err)
             self.reads.note(_written(change), now, always=True)
             version = Version(
                 id=commit.id.hex(),
@@ -648,6 +724,14 @@ class Engine:
                 after(version)
         self._upkeep.poke()
         return version
+
+    def _committed(self, actor: str, commit: bytes, now: int) -> None:
+        """After each memory commit, under the writer lock (automatic
+        checkpoints: :mod:`vaultmem.repo.signing`)."""
+
+    def _signers_changed(self) -> None:
+        """After a pull moved the signers branch (git's allowed-signers file:
+        :mod:`vaultmem.repo.signing`)."""
 
     def _finish_erasure(self) -> None:
         """Finish an erasure a killed process left (under the writer lock);
@@ -814,9 +898,12 @@ class Engine:
     def _empty_snapshot(self) -> Snapshot:
         return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, None)
 
-    def verify(self, progress: Progress | None = None) -> VerifyReport:
+    def verify(self, progress: Progress | None = None, checkpoints: Sequence[str] = ()) -> VerifyReport:
         """Check every commit and object of the history, and the keyring as it
-        is on disk now; see :mod:`vaultmem.verify`."""
+        is on disk now; see :mod:`vaultmem.verify`.  Signatures are checked
+        once the vault has signers (docs/signing.md); ``checkpoints`` are
+        the texts of checkpoint files kept outside the vault, each checked
+        against ``main`` with those on the vault's checkpoints branch."""
         ref = self.repo.references.get(KEYRING_REF)
         doc: dict[str, Any] | None = None
         if ref is not None:
@@ -826,9 +913,21 @@ class Engine:
                 doc = None
         # Its own repository handle: libgit2 caches the trees and commits it
         # reads (up to 256 MB), and this one is dropped when verify returns.
+        findings: list[Finding] = []
+        signatures = self._signature_check(findings)
         repo = self._handle()
         try:
-            report = verify(repo, self._head(), doc, self.keyring, self.keyring.user_key, progress)
+            head = self._head()
+            report = verify(repo, head, doc, self.keyring, self.keyring.user_key, progress, signatures)
+            report.findings.extend(findings)
+            if signatures is not None:
+                report.findings.extend(self._checkpoint_findings(repo, head, report.commits, checkpoints))
+            elif checkpoints:
+                report.findings.append(
+                    Finding(
+                        "checkpoint", None, None, "checkpoints were given, but the vault has no signers to check them"
+                    )
+                )
         finally:
             repo.free()
         try:
@@ -840,6 +939,17 @@ class Engine:
             if problem is not None:
                 report.findings.append(Finding("remote", None, None, problem))
         return report
+
+    def _signature_check(self, findings: list[Finding]) -> CommitSignatures | None:
+        """How verify judges each commit's signature (None: not at all);
+        :mod:`vaultmem.repo.signing` fills it in."""
+        return None
+
+    def _checkpoint_findings(
+        self, repo: pygit2.Repository, head: pygit2.Oid | None, count: int, given: Sequence[str]
+    ) -> list[Finding]:
+        """Checkpoints ``main`` no longer contains (:mod:`vaultmem.repo.signing`)."""
+        return []
 
     # -- expiry (vaultmem.expiry does the work) ----------------------------------
 
@@ -895,7 +1005,13 @@ class Engine:
             if changed:
                 now = int(self.clock())
                 self._commits.recover()
-                policy_mod.write_policy(self._commits, self._seal, new, changed, actor, session, now)
+                sign = self._signature(actor, now)
+                if sign is None and new.require_signatures:
+                    raise SigningError(
+                        "Error: requiring signatures takes a signed policy change: give the operator's signing key "
+                        "(--signing-key or VAULTMEM_SIGNING_KEY). Nothing was changed."
+                    )
+                policy_mod.write_policy(self._commits, self._seal, new, changed, actor, session, now, sign=sign)
             return new
 
     def policy_history(self, limit: int | None = None) -> list[policy_mod.PolicyVersion]:

@@ -24,6 +24,10 @@ Fields (all optional; the defaults change nothing about the tool contract):
 ``sync_remote``     the remote every memory tool on this vault keeps in step
                     with (automatic sync, docs/sync.md; default: none)
 ``sync_every``      seconds between the background pulls of that sync
+``require_signatures`` refuse every write not signed by a valid signer
+                    (docs/signing.md)
+``checkpoint_every`` sign a checkpoint of ``main`` on the checkpoints branch
+                    every this many commits made with a signing key
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from vaultmem.core.policy import Policy, show_value
 from vaultmem.core.versions import parse_trailers, split_seal
 from vaultmem.errors import IntegrityError
 from vaultmem.git import objects
-from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, ident, read_ref
+from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, Sign, ident, read_ref
 
 POLICY_REF = "refs/heads/vaultmem-policy"
 POLICY_FILE = "policy.json"
@@ -139,6 +143,8 @@ def write_policy(
     session: str | None,
     now: int,
     merged_from: bytes | None = None,
+    *,
+    sign: Sign | None = None,
 ) -> str:
     """One commit of ``policy.json`` on the policy branch, sealed by ``seal``,
     through the commit path, synced before returning (with ``merged_from``, a
@@ -164,5 +170,5 @@ def write_policy(
     if merged_from is not None:
         parents.append(merged_from)
     draft = Draft(tree.id, parents, ident(actor, actor), now, message)
-    commit = commits.commit(POLICY_REF, previous, [blob, tree], draft, seal, checkpoint=True)
+    commit = commits.commit(POLICY_REF, previous, [blob, tree], draft, seal, sign=sign, checkpoint=True)
     return commit.id.hex()

@@ -44,13 +44,15 @@ from vaultmem.git.commits import CommitPath, Damaged, read_ref
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, keyring_blob, keyring_objects
 from vaultmem.repo.merge import MergeReport
 from vaultmem.repo.policy import POLICY_REF
+from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF
 
 MAIN_REF = "refs/heads/main"
-BRANCHES = (MAIN_REF, KEYRING_REF, POLICY_REF, SHADOWS_REF)  # everything a vault is: all of it travels
+# everything a vault is: all of it travels
+BRANCHES = (MAIN_REF, KEYRING_REF, POLICY_REF, SHADOWS_REF, SIGNERS_REF, CHECKPOINTS_REF)
 # A push moves the keyring (and a migrated vault's shadows) first and main
 # last: a push cut short leaves the server with keys for every version its
 # main holds, never the other way round.
-PUSH_ORDER = (SHADOWS_REF, KEYRING_REF, POLICY_REF, MAIN_REF)
+PUSH_ORDER = (SHADOWS_REF, KEYRING_REF, SIGNERS_REF, POLICY_REF, MAIN_REF, CHECKPOINTS_REF)
 
 
 @dataclass(frozen=True)

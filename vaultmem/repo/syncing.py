@@ -36,6 +36,7 @@ from vaultmem.repo import remotes as sharing
 from vaultmem.repo.engine import MAIN, Clock, _check_label
 from vaultmem.repo.keys import SHADOWS_REF, write_keyring
 from vaultmem.repo.shredding import Shredding
+from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF, merge_checkpoints
 from vaultmem.repo.verify import Progress
 
 
@@ -201,13 +202,19 @@ class Syncing(Shredding):
                     pulled = pulled if adopt else merged
                 keyring = pulled
             steps = {}
-            for ref in (MAIN, policy_mod.POLICY_REF, SHADOWS_REF):
+            for ref in (MAIN, policy_mod.POLICY_REF, SHADOWS_REF, SIGNERS_REF, CHECKPOINTS_REF):
                 local, theirs = sharing.incoming(repo, remote, ref)
                 step = sharing.relation(repo, remote, ref, local, theirs)
                 if ref == SHADOWS_REF and step == "merge":
                     raise ConflictError(
                         f"Error: this vault and the remote {remote!r} were migrated to storage format 2 "
                         "separately; clone the remote again. Nothing was changed."
+                    )
+                if ref == SIGNERS_REF and step == "merge":
+                    raise ConflictError(
+                        f"Error: the signers were changed both here and on {remote!r} since the last sync; an "
+                        "operator makes the same change on one side after pulling with the other side's changes "
+                        "undone, or clones again. Nothing was changed."
                     )
                 if step != "none":
                     assert theirs is not None
@@ -254,18 +261,35 @@ class Syncing(Shredding):
                     assert main_merge is not None and local is not None
                     new_objects, root, message, report = main_merge
                     draft = Draft(root, [local.raw, theirs.raw], ident(actor, actor), now, message)
-                    commit = self._commits.commit(MAIN, local.raw, new_objects, draft, self._seal)
+                    commit = self._commits.commit(
+                        MAIN, local.raw, new_objects, draft, self._seal, sign=self._signature(actor, now)
+                    )
                     self._recent.add([*new_objects, commit])
                     report.commit = tip = commit.id.hex()
                     result.merge = report
+                elif ref == CHECKPOINTS_REF:
+                    assert local is not None
+                    tip = merge_checkpoints(
+                        repo, self._commits, self._seal, self._signature(actor, now), local, theirs, actor, now
+                    )
                 else:
                     assert policy_merge is not None
                     merged_policy, changed = policy_merge
                     tip = policy_mod.write_policy(
-                        self._commits, self._seal, merged_policy, changed, actor, None, now, merged_from=theirs.raw
+                        self._commits,
+                        self._seal,
+                        merged_policy,
+                        changed,
+                        actor,
+                        None,
+                        now,
+                        merged_from=theirs.raw,
+                        sign=self._signature(actor, now),
                     )
                 result.moved[sharing.short_name(ref)] = (str(local) if local else None, tip)
             sharing.remember(repo, remote)
+            if SIGNERS_REF in steps:
+                self._signers_changed()
         if result.merge is not None:
             self._upkeep.poke()
         return result

@@ -55,7 +55,15 @@ Kind = Literal[
     "replace",
     "remote",
     "erasure",
+    "unsigned",
+    "unknown signer",
+    "wrong actor",
+    "revoked",
+    "expired",
+    "bad signature",
+    "checkpoint",
 ]
+SignatureCheck = Callable[[bytes], "tuple[bool, tuple[str, str] | None]"]  # raw commit -> (signed, problem)
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,8 @@ class VerifyReport:
     blobs: int = 0
     trees: int = 0
     erased: int = 0  # file versions erased on purpose (their keys destroyed): not findings
+    signed: int = 0  # commits of main whose signature was checked and counts
+    unsigned: int = 0  # commits of main without a signature (a finding only where signatures were required)
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -112,6 +122,7 @@ class Verifier:
         self.erased: dict[bytes, str] = {}  # erased blob -> the erasure commit its record names
         self.listed: dict[bytes, str] = {}  # blob -> the forget commit that lists it
         self._sealed = False  # whether the commit being checked seals its names
+        self.signatures: SignatureCheck | None = None  # set when the vault has signers or requires signatures
 
     def find(self, kind: Kind, path: str | None, detail: str) -> None:
         self.report.findings.append(Finding(kind, self._commit or None, path, detail))
@@ -135,6 +146,14 @@ class Verifier:
             self.find("object", None, "main points at something that is not a commit")
             return
         self._check_seal(raw)
+        if self.signatures is not None:
+            signed, problem = self.signatures(raw)
+            if signed and problem is None:
+                self.report.signed += 1
+            elif not signed:
+                self.report.unsigned += 1
+            if problem is not None:
+                self.find(problem[0], None, problem[1])  # type: ignore[arg-type]
         head, _, message = raw.partition(b"\n\n")
         self._check_message(head, message)
         for line in message.split(b"\n"):
@@ -325,10 +344,13 @@ def verify(
     keyring: Keyring,
     user_key: UserKey,
     progress: Progress | None = None,
+    signatures: SignatureCheck | None = None,
 ) -> VerifyReport:
-    """Check ``main`` from ``head`` with the keyring as it is on disk now."""
+    """Check ``main`` from ``head`` with the keyring as it is on disk now
+    (and each commit's signature with ``signatures``)."""
     report = VerifyReport()
     checker = Verifier(repo, keyring, report)
+    checker.signatures = signatures
     if keyring_doc is None:
         checker.find("keyring", None, "the keyring branch is missing or unreadable")
     else:

@@ -1,0 +1,286 @@
+"""``vaultmem signer ...`` and ``vaultmem checkpoint``: signers and signed
+checkpoints (docs/signing.md), each command's parser beside its handler.
+
+A writer's signing key comes from ``--signing-key FILE`` or
+``VAULTMEM_SIGNING_KEY`` (a key file's path, or the key itself); a key with
+a passphrase opens with ``--signing-passphrase-file FILE`` or
+``VAULTMEM_SIGNING_PASSPHRASE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from vaultmem.cli.render import print_json, short
+from vaultmem.core.crypto import read_passphrase_file
+from vaultmem.core.signers import Signer, Signers, check_principal, show_time
+from vaultmem.core.signing import ENV_SIGNING_KEY, ENV_SIGNING_PASSPHRASE, PublicKey, SigningKey, resolve_signing_key
+from vaultmem.core.versions import parse_when
+from vaultmem.errors import BadKeyError, VaultError
+from vaultmem.repo.signed import read_signers
+
+if TYPE_CHECKING:
+    from vaultmem.vault import Vault
+
+_Commands: TypeAlias = "argparse._SubParsersAction[Any]"
+
+
+def signing_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """The options every command takes to sign what it writes."""
+    taken = set(parser._option_string_actions)
+    if "--signing-key" not in taken:
+        parser.add_argument(
+            "--signing-key",
+            metavar="FILE",
+            default=default,
+            help=f"sign the commits made as --actor with this ed25519 key (or {ENV_SIGNING_KEY})",
+        )
+    if "--signing-passphrase-file" not in taken:
+        parser.add_argument(
+            "--signing-passphrase-file",
+            metavar="FILE",
+            default=default,
+            help=f"file whose first line opens the signing key (or {ENV_SIGNING_PASSPHRASE})",
+        )
+
+
+def load_signing_key(args: argparse.Namespace) -> SigningKey | None:
+    """The signing key the command line or the environment gives, or None."""
+    passphrase = None
+    if getattr(args, "signing_passphrase_file", None):
+        passphrase = read_passphrase_file(args.signing_passphrase_file)
+    return resolve_signing_key(getattr(args, "signing_key", None) or None, passphrase)
+
+
+def use_signing_key(vault: Vault, args: argparse.Namespace) -> None:
+    """Sign this command's commits as its ``--actor`` when a key is given."""
+    actor = getattr(args, "actor", None)
+    key = load_signing_key(args)
+    if key is not None and actor:
+        vault.sign_as(actor, key)
+
+
+# -- parsers -----------------------------------------------------------------------
+
+
+def add_parsers(commands: _Commands) -> None:
+    signer = commands.add_parser("signer", help="make signing keys; add, rotate, revoke or list the vault's signers")
+    subs = signer.add_subparsers(dest="signer_command", required=True, metavar="SIGNER_COMMAND")
+
+    new = subs.add_parser("new", help="make a new ed25519 signing key in OpenSSH format (no vault needed)")
+    new.add_argument("name", metavar="NAME", help="the signer's name, also its actor name")
+    new.add_argument("--out", metavar="FILE", help="where to write the key (default NAME.key; FILE.pub beside it)")
+    new.add_argument(
+        "--new-passphrase-file", metavar="FILE", help="protect the key with the first line of FILE (mode 0600)"
+    )
+    _json(new)
+
+    add = subs.add_parser("add", help="let NAME sign with the public key in KEY (an operator's signed change)")
+    add.add_argument("name", metavar="NAME", help="the signer's name: the actor its commits are recorded as")
+    add.add_argument("key", metavar="KEY", help="its public key: a .pub file, or the line ssh-ed25519 AAAA...")
+    add.add_argument("--operator", action="store_true", help="NAME may also add, rotate and revoke signers")
+    add.add_argument("--valid-after", metavar="TIME", help="the key signs from this time on (default now)")
+    add.add_argument("--valid-before", metavar="TIME", help="the key signs until this time (default: no end)")
+    _operator(add)
+
+    rotate = subs.add_parser("rotate", help="NAME signs with the public key in KEY from now on; its old key stops")
+    rotate.add_argument("name", metavar="NAME", help="the signer whose key changes")
+    rotate.add_argument("key", metavar="KEY", help="the new public key: a .pub file, or the line ssh-ed25519 AAAA...")
+    _operator(rotate)
+
+    revoke = subs.add_parser("revoke", help="NAME's keys stop signing now (all its signatures, with --compromised)")
+    revoke.add_argument("name", metavar="NAME", help="the signer whose keys stop counting")
+    revoke.add_argument("--key", metavar="KEY", help="revoke only this public key of NAME")
+    revoke.add_argument(
+        "--compromised", action="store_true", help="the key leaked: nothing it ever signed counts any more"
+    )
+    revoke.add_argument("--reason", metavar="TEXT", default="", help="recorded with the revocation")
+    _operator(revoke)
+
+    _json(subs.add_parser("list", help="every signer the vault ever had, with its key's validity"))
+
+    checkpoint = commands.add_parser("checkpoint", help="sign where main stands now; keep the text outside the vault")
+    checkpoint.add_argument("--out", metavar="FILE", help="also append the signed checkpoint to FILE")
+    checkpoint.add_argument("--actor", metavar="NAME", default="cli", help="the signer (default cli)")
+    _json(checkpoint)
+
+
+def _json(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--json", action="store_true", help="print JSON for programs")
+
+
+def _operator(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--actor", metavar="NAME", default="cli", help="the operator making the change (default cli)")
+    sub.add_argument("--session", metavar="ID", help="session id recorded on the change")
+    _json(sub)
+
+
+EXAMPLES = {
+    "signer new": "vaultmem signer new support-bot --out support-bot.key",
+    "signer add": "vaultmem signer add support-bot support-bot.key.pub --actor ops-alice --signing-key ops-alice.key",
+    "signer rotate": "vaultmem signer rotate support-bot new.key.pub --actor ops-alice --signing-key ops-alice.key",
+    "signer revoke": "vaultmem signer revoke support-bot --compromised --actor ops-alice --signing-key ops-alice.key",
+    "signer list": "vaultmem signer list --json",
+    "checkpoint": "vaultmem checkpoint --actor ops-alice --signing-key ops-alice.key --out ~/vault.checkpoints",
+}
+
+
+# -- handlers ------------------------------------------------------------------------
+
+
+def signer_new(args: argparse.Namespace) -> int:
+    """``vaultmem signer new NAME``: needs no vault."""
+    check_principal(args.name)
+    out = Path(args.out or f"{args.name}.key")
+    for path in (out, Path(f"{out}.pub")):
+        if path.exists():
+            raise VaultError(f"Error: {path} exists; choose another --out. Nothing was written.")
+    passphrase = None
+    if args.new_passphrase_file:
+        passphrase = read_passphrase_file(args.new_passphrase_file)
+    elif os.environ.get(ENV_SIGNING_PASSPHRASE):
+        passphrase = os.environ[ENV_SIGNING_PASSPHRASE]
+    key = SigningKey.generate()
+    line = key.save(out, passphrase, comment=args.name)
+    if args.json:
+        print_json(
+            {
+                "name": args.name,
+                "key_file": str(out),
+                "public_file": f"{out}.pub",
+                "public": line,
+                "fingerprint": key.public.fingerprint,
+                "passphrase": passphrase is not None,
+            }
+        )
+    else:
+        print(f"Wrote the signing key {out} (mode 0600) and its public key {out}.pub:")
+        print(f"  {line}")
+        print(f"An operator adds it with: vaultmem signer add {args.name} {out}.pub")
+    return 0
+
+
+def _read_public(text: str) -> PublicKey:
+    if text.startswith("ssh-"):
+        return PublicKey.from_line(text)
+    try:
+        with open(text, encoding="utf-8") as fh:
+            return PublicKey.from_line(fh.readline())
+    except OSError as err:
+        raise BadKeyError(f"Error: cannot read the public key {text}: {err.strerror}.") from err
+    except UnicodeDecodeError as err:
+        raise BadKeyError(f"Error: {text} is not a public key file.") from err
+
+
+def _time(value: str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    return int(parse_when(value, name).timestamp())
+
+
+def _entry(s: Signer) -> dict[str, Any]:
+    data = s.to_dict()
+    data["valid_now"] = s.problem_at(int(datetime.now(tz=timezone.utc).timestamp())) is None
+    return data
+
+
+def _report(vault: Vault, args: argparse.Namespace, signers: Signers, said: str) -> int:
+    if args.json:
+        print_json({"signers": [_entry(s) for s in signers.entries], "commit": _signers_commit(vault)})
+    else:
+        print(said)
+    return 0
+
+
+def _signers_commit(vault: Vault) -> str | None:
+    return read_signers(vault.repo, vault.keyring)[1]
+
+
+def signer_add(vault: Vault, args: argparse.Namespace) -> int:
+    public = _read_public(args.key)
+    signers = vault.add_signer(
+        args.name,
+        public,
+        actor=args.actor,
+        operator=args.operator,
+        valid_after=_time(args.valid_after, "--valid-after"),
+        valid_before=_time(args.valid_before, "--valid-before"),
+        session=args.session,
+    )
+    role = "an operator" if args.operator else "a signer"
+    return _report(vault, args, signers, f"Added {args.name} as {role} with key {public.fingerprint}.")
+
+
+def signer_rotate(vault: Vault, args: argparse.Namespace) -> int:
+    public = _read_public(args.key)
+    signers = vault.rotate_signer(args.name, public, actor=args.actor, session=args.session)
+    said = f"{args.name} signs with {public.fingerprint} from now on; its older keys stopped now."
+    return _report(vault, args, signers, said)
+
+
+def signer_revoke(vault: Vault, args: argparse.Namespace) -> int:
+    public = _read_public(args.key) if args.key else None
+    signers = vault.revoke_signer(
+        args.name,
+        actor=args.actor,
+        key=public,
+        compromised=args.compromised,
+        reason=args.reason,
+        session=args.session,
+    )
+    if args.compromised:
+        said = f"Revoked {args.name}'s key as compromised: no signature it ever made counts."
+    else:
+        said = f"Revoked {args.name}'s key: signatures it makes from now on do not count."
+    return _report(vault, args, signers, said)
+
+
+def signer_list(vault: Vault, args: argparse.Namespace) -> int:
+    signers = vault.signers
+    if args.json:
+        print_json({"signers": [_entry(s) for s in signers.entries], "commit": _signers_commit(vault)})
+        return 0
+    if not signers:
+        print("No signers yet: an operator adds the first with `vaultmem signer add NAME KEY.pub --operator`.")
+        return 0
+    now = int(datetime.now(tz=timezone.utc).timestamp())
+    for s in signers.entries:
+        role = "operator" if s.operator else "signer"
+        until = f" until {show_time(s.until)}" if s.until is not None else ""
+        state = "valid" if s.problem_at(now) is None else (s.problem_at(now) or "")
+        if s.compromised:
+            state = "revoked (compromised)"
+        print(f"{s.principal}  {role}  {s.key.fingerprint}  from {show_time(s.valid_after)}{until}  {state}")
+    return 0
+
+
+def checkpoint(vault: Vault, args: argparse.Namespace) -> int:
+    made = vault.checkpoint(actor=args.actor)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as fh:
+            fh.write(made.text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    if args.json:
+        print_json(
+            {"head": made.head, "commits": made.commits, "time": made.time, "signer": made.signer, "text": made.text}
+        )
+    elif args.out:
+        print(f"Checkpoint of main at {short(made.head)} ({made.commits} commits) signed and appended to {args.out}.")
+    else:
+        sys.stdout.write(made.text)
+    return 0
+
+
+HANDLERS = {
+    "signer add": signer_add,
+    "signer rotate": signer_rotate,
+    "signer revoke": signer_revoke,
+    "signer list": signer_list,
+    "checkpoint": checkpoint,
+}

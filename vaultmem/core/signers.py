@@ -1,0 +1,261 @@
+"""A vault's allowed signers as a value: who may sign, with which key, when.
+
+The document lives on the ``vaultmem-signers`` branch (:mod:`vaultmem.repo.signers`)
+as ``signers.json``, beside the two files git reads: ``allowed_signers``
+(``gpg.ssh.allowedSignersFile``) and ``revoked_keys``
+(``gpg.ssh.revocationFile``).  Entries are never removed: a rotated key
+keeps its window and a revoked one its revocation, so every commit ever
+signed can still be judged by the key that was valid when it was made.
+
+Times are whole seconds since the epoch, UTC.  A key is valid at ``t`` when
+``valid_after <= t <= valid_before`` (both ends included, as ``ssh-keygen``
+checks them), and not after its revocation; a key revoked as compromised is
+valid at no time at all.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from vaultmem.core.signing import PublicKey
+from vaultmem.errors import BadKeyError, VaultError
+
+FORMAT = 1
+PRINCIPAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
+# what verify reports, by kind (docs/signing.md)
+UNSIGNED = "unsigned"
+UNKNOWN = "unknown signer"
+WRONG_ACTOR = "wrong actor"
+REVOKED = "revoked"
+EXPIRED = "expired"
+BAD = "bad signature"
+KINDS = (UNSIGNED, UNKNOWN, WRONG_ACTOR, REVOKED, EXPIRED, BAD)
+
+
+def check_principal(name: object) -> str:
+    if not isinstance(name, str) or not PRINCIPAL.fullmatch(name):
+        raise VaultError(
+            f"Error: {name!r} cannot name a signer: a signer's name is its actor name, 1-100 letters, digits, "
+            "'.', '_', '@', '+' or '-', starting with a letter or digit (git's allowed-signers file lists it)."
+        )
+    return name
+
+
+def ssh_time(when: int) -> str:
+    """A time as ``ssh-keygen`` reads it in an allowed-signers file (UTC)."""
+    return datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y%m%d%H%M%SZ")
+
+
+def show_time(when: int) -> str:
+    return datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@dataclass(frozen=True)
+class Signer:
+    """One key of one principal, with the window it signs in."""
+
+    principal: str
+    key: PublicKey
+    operator: bool
+    valid_after: int
+    valid_before: int | None = None
+    revoked: int | None = None  # when it was revoked
+    compromised: bool = False  # revoked for every time, before the revocation too
+    added_by: str = ""
+    reason: str = ""
+
+    @property
+    def until(self) -> int | None:
+        """The last second this key may sign at (None: no end)."""
+        ends = [t for t in (self.valid_before, self.revoked) if t is not None]
+        return min(ends) if ends else None
+
+    def problem_at(self, when: int) -> str | None:
+        """Why a signature made at ``when`` by this key does not count, or None."""
+        if self.compromised:
+            return REVOKED
+        if self.revoked is not None and when > self.revoked:
+            return REVOKED
+        if when < self.valid_after or (self.valid_before is not None and when > self.valid_before):
+            return EXPIRED
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "principal": self.principal,
+            "key": self.key.line,
+            "fingerprint": self.key.fingerprint,
+            "operator": self.operator,
+            "valid_after": self.valid_after,
+            "valid_before": self.valid_before,
+            "revoked": self.revoked,
+            "compromised": self.compromised,
+            "added_by": self.added_by,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Signer:
+        try:
+            signer = cls(
+                principal=check_principal(data["principal"]),
+                key=PublicKey.from_line(str(data["key"])),
+                operator=bool(data["operator"]),
+                valid_after=int(data["valid_after"]),
+                valid_before=None if data.get("valid_before") is None else int(data["valid_before"]),
+                revoked=None if data.get("revoked") is None else int(data["revoked"]),
+                compromised=bool(data.get("compromised", False)),
+                added_by=str(data.get("added_by", "")),
+                reason=str(data.get("reason", "")),
+            )
+        except (KeyError, TypeError, ValueError, BadKeyError) as err:
+            raise VaultError(f"Error: the vault's signers list holds an entry it cannot read ({err}).") from err
+        return signer
+
+    def allowed_line(self) -> str | None:
+        """This key's line in git's allowed-signers file (None: never valid)."""
+        if self.compromised:
+            return None
+        options = ['namespaces="git"', f'valid-after="{ssh_time(self.valid_after)}"']
+        until = self.until
+        if until is not None:
+            options.append(f'valid-before="{ssh_time(until)}"')
+        return f"{self.principal} {','.join(options)} {self.key.line}"
+
+
+@dataclass(frozen=True)
+class Signers:
+    """Every signer a vault ever had, oldest first."""
+
+    entries: tuple[Signer, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    # -- reading ---------------------------------------------------------------
+
+    def by_key(self, key: PublicKey) -> list[Signer]:
+        return [s for s in self.entries if s.key == key]
+
+    def current(self, principal: str, now: int) -> list[Signer]:
+        """The keys ``principal`` may sign with at ``now``."""
+        return [s for s in self.entries if s.principal == principal and s.problem_at(now) is None]
+
+    def judge(self, key: PublicKey, principal: str, when: int) -> str | None:
+        """Why a signature by ``key`` on a commit of ``principal`` made at
+        ``when`` does not count (one of KINDS), or None when it does."""
+        mine = self.by_key(key)
+        if not mine:
+            return UNKNOWN
+        theirs = [s for s in mine if s.principal == principal]
+        if not theirs:
+            return WRONG_ACTOR
+        problems = [s.problem_at(when) for s in theirs]
+        if None in problems:
+            return None
+        return REVOKED if REVOKED in problems else EXPIRED
+
+    def is_operator(self, key: PublicKey, principal: str, when: int) -> bool:
+        return any(s.operator and s.principal == principal and s.problem_at(when) is None for s in self.by_key(key))
+
+    # -- changing (each returns a new value) -------------------------------------
+
+    def add(
+        self,
+        principal: str,
+        key: PublicKey,
+        *,
+        now: int,
+        by: str,
+        operator: bool = False,
+        valid_after: int | None = None,
+        valid_before: int | None = None,
+    ) -> Signers:
+        check_principal(principal)
+        start = now if valid_after is None else valid_after
+        if valid_before is not None and valid_before <= start:
+            raise VaultError("Error: valid-before must be later than valid-after; nothing was changed.")
+        for other in self.by_key(key):
+            if other.principal != principal:
+                raise VaultError(
+                    f"Error: key {key.fingerprint} already belongs to {other.principal!r}; one key signs for one "
+                    "principal. Nothing was changed."
+                )
+            if other.problem_at(now) is None or other.revoked is not None:
+                raise VaultError(
+                    f"Error: key {key.fingerprint} is already a key of {principal!r}"
+                    f"{' and was revoked' if other.revoked is not None else ''}; nothing was changed."
+                )
+        entry = Signer(principal, key, operator, start, valid_before, added_by=by)
+        return Signers((*self.entries, entry))
+
+    def rotate(self, principal: str, key: PublicKey, *, now: int, by: str) -> Signers:
+        """``key`` becomes ``principal``'s key from ``now``; its keys valid
+        now stop at ``now`` (commits they signed before stay valid)."""
+        old = self.current(principal, now)
+        if not old:
+            raise VaultError(f"Error: {principal!r} has no valid key to rotate; add one instead. Nothing was changed.")
+        operator = any(s.operator for s in old)
+        ended = tuple(replace(s, valid_before=now) if s in old else s for s in self.entries)
+        return Signers(ended).add(principal, key, now=now, by=by, operator=operator)
+
+    def revoke(
+        self,
+        principal: str,
+        *,
+        now: int,
+        by: str,
+        key: PublicKey | None = None,
+        compromised: bool = False,
+        reason: str = "",
+    ) -> Signers:
+        """Revoke ``principal``'s keys (or one of them) from ``now``; with
+        ``compromised``, for every time, so nothing they ever signed counts."""
+        targets = [
+            s for s in self.entries if s.principal == principal and (key is None or s.key == key) and s.revoked is None
+        ]
+        if not targets:
+            raise VaultError(f"Error: {principal!r} has no unrevoked key to revoke; nothing was changed.")
+        changed = tuple(
+            replace(s, revoked=now, compromised=compromised, reason=reason) if s in targets else s for s in self.entries
+        )
+        return Signers(changed)
+
+    # -- files -----------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        doc = {"format": FORMAT, "signers": [s.to_dict() for s in self.entries]}
+        return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Signers:
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise VaultError("Error: the vault's signers list is not readable JSON.") from err
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("signers"), list):
+            raise VaultError("Error: the vault's signers list has a format this vaultmem does not read.")
+        return cls(tuple(Signer.from_dict(entry) for entry in doc["signers"]))
+
+    def allowed_signers(self) -> bytes:
+        """git's ``gpg.ssh.allowedSignersFile``: one line per key that ever signs."""
+        lines = ["# vaultmem allowed signers: written by `vaultmem git-setup` from the vaultmem-signers branch"]
+        lines += [line for s in self.entries if (line := s.allowed_line()) is not None]
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def revoked_keys(self) -> bytes:
+        """git's ``gpg.ssh.revocationFile``: the keys revoked as compromised."""
+        lines = [s.key.line for s in self.entries if s.compromised]
+        return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
+
+    def files(self) -> Sequence[tuple[str, bytes]]:
+        return (
+            ("allowed_signers", self.allowed_signers()),
+            ("revoked_keys", self.revoked_keys()),
+            ("signers.json", self.to_bytes()),
+        )

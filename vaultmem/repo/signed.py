@@ -1,0 +1,407 @@
+"""Signed commits, the signers branch and checkpoints, as stored.
+
+``refs/heads/vaultmem-signers`` holds the vault's allowed signers
+(:mod:`vaultmem.core.signers`): each change is one commit of
+``signers.json``, ``allowed_signers`` and ``revoked_keys``, sealed like
+every vaultmem commit and signed by an operator's key.  Its first commit is
+an operator adding their own key, signed by that key.
+
+A checkpoint is a short signed text naming ``main``'s head and how many
+commits it reaches, at a time, by a signer (docs/signing.md).  Kept outside
+the vault (a file the operator keeps, or the server's
+``vaultmem-checkpoints`` branch), it shows when ``main`` was later moved
+back behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pygit2
+
+from vaultmem.core.crypto import Keyring
+from vaultmem.core.signers import BAD, UNSIGNED, Signers, show_time
+from vaultmem.core.signing import CHECKPOINT_NAMESPACE, SignatureError, SigningKey, parse_signature, split_signature
+from vaultmem.core.versions import parse_trailers, split_seal
+from vaultmem.errors import IntegrityError, VaultError
+from vaultmem.git import objects
+from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, Sign, ident, read_ref
+
+SIGNERS_REF = "refs/heads/vaultmem-signers"
+CHECKPOINTS_REF = "refs/heads/vaultmem-checkpoints"
+SIGNERS_FILE = "signers.json"
+CHECKPOINTS_FILE = "checkpoints"
+CHECKPOINT_HEADER = "vaultmem checkpoint 1"
+
+
+# -- reading a signed commit ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommitFacts:
+    """What a signature check needs of one commit object."""
+
+    payload: bytes  # the bytes the signature covers
+    signature: bytes | None
+    actor: str | None  # the Vaultmem-Actor trailer
+    author: str | None  # the author's name
+    when: int  # the committer time, which git gives ssh-keygen
+
+
+def commit_facts(raw: bytes) -> CommitFacts:
+    payload, signature = split_signature(raw)
+    head, _, message = payload.partition(b"\n\n")
+    author: str | None = None
+    when = 0
+    for line in head.split(b"\n"):
+        if line.startswith(b"author "):
+            author = line[7:].rsplit(b" <", 1)[0].decode("utf-8", "replace")
+        elif line.startswith(b"committer "):
+            try:
+                when = int(line.rsplit(b" ", 2)[1])
+            except (IndexError, ValueError):
+                when = 0
+    actors = parse_trailers(message.decode("utf-8", "replace")).get("Vaultmem-Actor")
+    return CommitFacts(payload, signature, actors[0] if actors else None, author, when)
+
+
+def judge(facts: CommitFacts, signers: Signers) -> tuple[str, str] | None:
+    """Why this commit's signature does not count, as (kind, detail), or None.
+    An unsigned commit is the caller's to judge (whether signatures were required)."""
+    if facts.signature is None:
+        return (UNSIGNED, "the commit carries no signature")
+    try:
+        sig = parse_signature(facts.signature)
+        sig.check(facts.payload)
+    except SignatureError as err:
+        return (BAD, f"the signature does not verify: {str(err).removeprefix('Error: ')}")
+    actor = facts.actor or facts.author or ""
+    if facts.author is not None and facts.actor is not None and facts.author != facts.actor:
+        return ("wrong actor", f"the author {facts.author!r} is not the actor {facts.actor!r} of its trailers")
+    kind = signers.judge(sig.key, actor, facts.when)
+    if kind is None:
+        return None
+    owners = sorted({s.principal for s in signers.by_key(sig.key)})
+    details = {
+        "unknown signer": f"signed by key {sig.key.fingerprint}, which is no signer of this vault",
+        "wrong actor": (
+            f"signed by {', '.join(owners)}'s key {sig.key.fingerprint} but recorded as written by {actor!r}"
+        ),
+        "revoked": f"signed by {actor}'s key {sig.key.fingerprint}, revoked before {show_time(facts.when)}",
+        "expired": f"signed by {actor}'s key {sig.key.fingerprint} outside its validity (at {show_time(facts.when)})",
+    }
+    return (kind, details[kind])
+
+
+class CommitSignatures:
+    """Judges each commit of ``main``, oldest first (verify's walk order):
+    an unsigned commit is a finding only where the policy then required
+    signatures.  Which policy applied is read from the latest commit time
+    seen so far, so a commit dated back cannot step out of the policy."""
+
+    def __init__(self, signers: Signers, required: Sequence[tuple[int, bool]]) -> None:
+        self.signers = signers
+        self.required = sorted(required)
+        self.latest = 0
+
+    def _required_at(self, when: int) -> bool:
+        value = False
+        for since, required in self.required:
+            if since > when:
+                break
+            value = required
+        return value
+
+    def __call__(self, raw: bytes) -> tuple[bool, tuple[str, str] | None]:
+        facts = commit_facts(raw)
+        self.latest = max(self.latest, facts.when)
+        if facts.signature is None:
+            if self._required_at(self.latest):
+                return False, (UNSIGNED, "the commit carries no signature, and the policy required signatures")
+            return False, None
+        return True, judge(facts, self.signers)
+
+
+# -- the signers branch --------------------------------------------------------
+
+
+def _target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
+    found = repo.references.get(ref)
+    if found is None:
+        return None
+    target = found.target
+    if not isinstance(target, pygit2.Oid):
+        raise IntegrityError(f"Error: the vault's {ref.removeprefix('refs/heads/')} branch is not a plain ref.")
+    return target
+
+
+def _sealed_raw(repo: pygit2.Repository, keyring: Keyring, oid: pygit2.Oid, what: str) -> bytes:
+    try:
+        raw = bytes(repo.odb.read(oid)[1])
+    except (KeyError, ValueError, pygit2.GitError) as err:
+        raise IntegrityError(f"Error: the vault's {what} (commit {oid}) is missing or damaged.") from err
+    body, seal = split_seal(raw)
+    problem = "it carries no seal" if seal is None else keyring.check_commit_seal(seal, body)
+    if problem is not None:
+        raise IntegrityError(f"Error: the vault's {what} (commit {oid}) failed its seal: {problem}.")
+    return raw
+
+
+def _blob_at(repo: pygit2.Repository, oid: pygit2.Oid, name: str) -> bytes:
+    try:
+        commit = repo[oid].peel(pygit2.Commit)
+        return bytes(commit.tree[name].read_raw())
+    except (KeyError, ValueError, pygit2.GitError) as err:
+        raise IntegrityError(f"Error: commit {oid} lacks its {name}.") from err
+
+
+def read_signers(repo: pygit2.Repository, keyring: Keyring) -> tuple[Signers, str | None]:
+    """The vault's signers and the commit that set them (None: no signers yet).
+    Its seal is checked; its signature is :func:`signers_problems`' to check."""
+    target = _target(repo, SIGNERS_REF)
+    if target is None:
+        return Signers(), None
+    _sealed_raw(repo, keyring, target, "signers list")
+    return Signers.from_bytes(_blob_at(repo, target, SIGNERS_FILE)), str(target)
+
+
+def signers_problems(repo: pygit2.Repository, keyring: Keyring) -> list[tuple[str, str, str]]:
+    """Each commit of the signers branch, oldest first, must be sealed and
+    signed by an operator of the list before it (the first: by an operator
+    it adds itself).  Returns (commit, kind, detail) for each that is not."""
+    target = _target(repo, SIGNERS_REF)
+    if target is None:
+        return []
+    chain: list[pygit2.Oid] = []
+    oid: pygit2.Oid | None = target
+    while oid is not None:
+        chain.append(oid)
+        try:
+            parents = repo[oid].peel(pygit2.Commit).parent_ids
+        except (KeyError, ValueError, pygit2.GitError):
+            return [(str(oid), "object", "a commit of the signers branch is missing or damaged")]
+        oid = parents[0] if parents else None
+    out: list[tuple[str, str, str]] = []
+    before = Signers()
+    for oid in reversed(chain):
+        try:
+            raw = _sealed_raw(repo, keyring, oid, "signers list")
+            after = Signers.from_bytes(_blob_at(repo, oid, SIGNERS_FILE))
+        except VaultError as err:
+            out.append((str(oid), "seal", str(err).removeprefix("Error: ")))
+            continue
+        facts = commit_facts(raw)
+        authority = before if before else after  # the first commit: an operator adding their own key
+        problem = judge(facts, authority)
+        if problem is None and facts.signature is not None:
+            key = parse_signature(facts.signature).key
+            if not authority.is_operator(key, facts.actor or "", facts.when):
+                problem = ("wrong actor", f"{facts.actor!r} is not an operator, and only operators change the signers")
+        if problem is not None:
+            out.append((str(oid), problem[0], f"signers branch: {problem[1]}"))
+        before = after
+    return out
+
+
+def write_signers(
+    commits: CommitPath,
+    seal: Headers,
+    sign: Sign,
+    signers: Signers,
+    subject: str,
+    trailers: Sequence[tuple[str, str]],
+    actor: str,
+    session: str | None,
+    now: int,
+) -> str:
+    """One sealed, signed commit of the signers list.  The caller holds the writer lock."""
+    try:
+        previous = read_ref(commits.gitdir, SIGNERS_REF)
+    except Damaged as err:
+        raise IntegrityError("Error: the vault's signers branch is not a plain ref; run `vaultmem verify`.") from err
+    files = signers.files()
+    made = [objects.packed(objects.BLOB, data) for _, data in files]
+    entries = {name.encode(): (objects.MODE_BLOB, blob.id) for (name, _), blob in zip(files, made, strict=True)}
+    tree = objects.packed(objects.TREE, objects.encode_tree(entries))
+    lines = [f"{name}: {value}" for name, value in trailers] + [f"Vaultmem-Actor: {actor}"]
+    if session is not None:
+        lines.append(f"Vaultmem-Session: {session}")
+    message = f"{subject}"[:200] + "\n\n" + "\n".join(lines) + "\n"
+    draft = Draft(tree.id, [previous] if previous is not None else [], ident(actor, actor), now, message)
+    commit = commits.commit(SIGNERS_REF, previous, [*made, tree], draft, seal, sign=sign, checkpoint=True)
+    return commit.id.hex()
+
+
+# -- checkpoints -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """``main`` at ``head`` reached ``commits`` commits at ``time``, signed by ``signer``."""
+
+    head: str
+    commits: int
+    time: int
+    signer: str
+    text: str  # the whole signed text, as kept
+
+    @property
+    def body(self) -> bytes:
+        return self.text.split("-----BEGIN SSH SIGNATURE-----", 1)[0].encode("utf-8")
+
+
+def make_checkpoint(head: str, count: int, now: int, signer: str, key: SigningKey) -> Checkpoint:
+    body = f"{CHECKPOINT_HEADER}\nhead {head}\ncommits {count}\ntime {now}\nsigner {signer}\n"
+    text = body + key.sign(body.encode("utf-8"), CHECKPOINT_NAMESPACE).decode("ascii")
+    return Checkpoint(head, count, now, signer, text)
+
+
+def parse_checkpoints(text: str) -> list[Checkpoint]:
+    """Every checkpoint in a file (they are appended one after another)."""
+    out: list[Checkpoint] = []
+    for chunk in text.split(CHECKPOINT_HEADER + "\n")[1:]:
+        whole = CHECKPOINT_HEADER + "\n" + chunk
+        fields: dict[str, str] = {}
+        for line in chunk.split("\n"):
+            if line.startswith("-----BEGIN"):
+                break
+            name, _, value = line.partition(" ")
+            fields[name] = value
+        try:
+            out.append(Checkpoint(fields["head"], int(fields["commits"]), int(fields["time"]), fields["signer"], whole))
+        except (KeyError, ValueError) as err:
+            raise VaultError(
+                "Error: a checkpoint in the file is damaged: it lacks head, commits, time or signer."
+            ) from err
+    if not out:
+        raise VaultError("Error: the file holds no vaultmem checkpoint.")
+    return out
+
+
+def checkpoint_problem(
+    repo: pygit2.Repository, head: pygit2.Oid | None, checkpoint: Checkpoint, signers: Signers, count: int
+) -> tuple[str, str] | None:
+    """Why ``main`` (at ``head``, reaching ``count`` commits) does not stand
+    where the checkpoint proves it stood, or None when it contains it."""
+    text = checkpoint.text
+    start = text.find("-----BEGIN SSH SIGNATURE-----")
+    if start < 0:
+        return ("bad signature", f"the checkpoint of {show_time(checkpoint.time)} is not signed")
+    try:
+        sig = parse_signature(text[start:].encode("ascii"))
+        sig.check(checkpoint.body, CHECKPOINT_NAMESPACE)
+    except (SignatureError, UnicodeEncodeError) as err:
+        return ("bad signature", f"the checkpoint of {show_time(checkpoint.time)} does not verify: {err}")
+    kind = signers.judge(sig.key, checkpoint.signer, checkpoint.time)
+    if kind is not None:
+        return (
+            kind,
+            f"the checkpoint of {show_time(checkpoint.time)} is not signed by a valid key of {checkpoint.signer!r}",
+        )
+    where = (
+        f"the checkpoint of {show_time(checkpoint.time)} by {checkpoint.signer} saw main at "
+        f"{checkpoint.head[:12]} with {checkpoint.commits} commits"
+    )
+    if head is None:
+        return ("checkpoint", f"{where}; main is gone now")
+    try:
+        target = pygit2.Oid(hex=checkpoint.head)
+        contained = target == head or repo.descendant_of(head, target)
+    except (KeyError, ValueError, pygit2.GitError):
+        contained = False
+    if not contained:
+        return (
+            "checkpoint",
+            f"{where}; main ({str(head)[:12]}, {count} commits) does not contain it: main was moved back "
+            "or replaced since",
+        )
+    return None
+
+
+def last_checkpoint(repo: pygit2.Repository) -> Checkpoint | None:
+    """The newest checkpoint on the vault's checkpoints branch."""
+    kept = checkpoints_kept(repo)
+    if not kept:
+        return None
+    try:
+        return max(parse_checkpoints(kept), key=lambda c: (c.commits, c.time))
+    except VaultError:
+        return None
+
+
+def checkpoints_kept(repo: pygit2.Repository, ref: str = CHECKPOINTS_REF) -> str:
+    """The checkpoints on the vault's own ``vaultmem-checkpoints`` branch, or
+    on ``ref`` (a remote's copy, as last fetched); '' if none."""
+    try:
+        target = _target(repo, ref)
+        if target is None:
+            return ""
+        return _blob_at(repo, target, CHECKPOINTS_FILE).decode("utf-8")
+    except (IntegrityError, UnicodeDecodeError, pygit2.GitError, ValueError):
+        return ""
+
+
+def _checkpoint_commit(
+    commits: CommitPath,
+    seal: Headers,
+    sign: Sign | None,
+    text: bytes,
+    parents: list[bytes],
+    subject: str,
+    actor: str,
+    now: int,
+) -> str:
+    blob = objects.packed(objects.BLOB, text)
+    tree = objects.packed(objects.TREE, objects.encode_tree({CHECKPOINTS_FILE.encode(): (objects.MODE_BLOB, blob.id)}))
+    message = f"{subject}\n\nVaultmem-Command: checkpoint\nVaultmem-Actor: {actor}\n"
+    draft = Draft(tree.id, parents, ident(actor, actor), now, message)
+    expected = parents[0] if parents else None
+    return commits.commit(CHECKPOINTS_REF, expected, [blob, tree], draft, seal, sign=sign).id.hex()
+
+
+def _kept_at(repo: pygit2.Repository, oid: pygit2.Oid | bytes | None) -> bytes:
+    if oid is None:
+        return b""
+    target = oid if isinstance(oid, pygit2.Oid) else pygit2.Oid(raw=oid)
+    return _blob_at(repo, target, CHECKPOINTS_FILE)
+
+
+def write_checkpoint(
+    commits: CommitPath, seal: Headers, sign: Sign, checkpoint: Checkpoint, actor: str, now: int
+) -> str:
+    """Append a checkpoint to the ``vaultmem-checkpoints`` branch (which sync
+    pushes).  The caller holds the writer lock."""
+    try:
+        previous = read_ref(commits.gitdir, CHECKPOINTS_REF)
+    except Damaged as err:
+        raise IntegrityError("Error: the vault's checkpoints branch is not a plain ref.") from err
+    repo = pygit2.Repository(str(commits.gitdir))
+    try:
+        before = _kept_at(repo, previous)
+    finally:
+        repo.free()
+    subject = f"checkpoint: main at {checkpoint.head[:12]}, {checkpoint.commits} commits"
+    text = before + checkpoint.text.encode("utf-8")
+    return _checkpoint_commit(commits, seal, sign, text, [previous] if previous else [], subject, actor, now)
+
+
+def merge_checkpoints(
+    repo: pygit2.Repository,
+    commits: CommitPath,
+    seal: Headers,
+    sign: Sign | None,
+    local: pygit2.Oid,
+    theirs: pygit2.Oid,
+    actor: str,
+    now: int,
+) -> str:
+    """Both clones kept checkpoints since they last synced: one merge commit
+    keeps all of them (ours, then theirs not already here)."""
+    ours = _kept_at(repo, local).decode("utf-8", "replace")
+    mine = set(parse_checkpoints(ours)) if ours else set()
+    added = [c.text for c in parse_checkpoints(_kept_at(repo, theirs).decode("utf-8", "replace")) if c not in mine]
+    text = (ours + "".join(added)).encode("utf-8")
+    return _checkpoint_commit(
+        commits, seal, sign, text, [local.raw, theirs.raw], "checkpoint: merge two clones' checkpoints", actor, now
+    )

@@ -1,0 +1,300 @@
+"""Managing signers and checkpoints: the part of the vault that changes the
+``vaultmem-signers`` and ``vaultmem-checkpoints`` branches (how a commit is
+signed is the engine's; what is stored is :mod:`vaultmem.repo.signed`).
+
+Only an operator changes the signers, with a commit signed by their own
+key; the very first change is an operator adding themself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pygit2
+
+from vaultmem.core.signers import Signers, check_principal
+from vaultmem.core.signing import PublicKey, SigningKey
+from vaultmem.errors import IntegrityError, SigningError, VaultError
+from vaultmem.git.durable import STATE_DIR
+from vaultmem.repo import policy as policy_mod
+from vaultmem.repo import remotes as sharing
+from vaultmem.repo import signed
+from vaultmem.repo.engine import Engine, _check_label
+from vaultmem.repo.verify import Finding
+
+
+def _public(key: PublicKey | SigningKey | str) -> PublicKey:
+    if isinstance(key, PublicKey):
+        return key
+    if isinstance(key, SigningKey):
+        return key.public
+    if isinstance(key, str):
+        return PublicKey.from_line(key)
+    raise VaultError("Error: a signer's key is a public key line (ssh-ed25519 AAAA...) or a SigningKey.")
+
+
+class Signing(Engine):
+    """The vault with signer management and checkpoints: see the module."""
+
+    # -- signers -------------------------------------------------------------------
+
+    def _change_signers(
+        self, actor: str, session: str | None, subject: str, trailers: list[tuple[str, str]], change: object
+    ) -> Signers:
+        """Apply ``change`` (Signers -> Signers) as one commit signed by
+        ``actor``'s key, which must be an operator's (or, for the first
+        change, the operator key the change adds)."""
+        _check_label("actor", actor)
+        _check_label("session", session, optional=True)
+        key = self.signing_key(actor)
+        if key is None:
+            raise SigningError(
+                f"Error: changing the signers takes an operator's signing key, and {actor!r} has none; give it with "
+                "--signing-key or VAULTMEM_SIGNING_KEY. Nothing was changed."
+            )
+        assert callable(change)
+        with self._lock.hold():
+            self._commits.recover()
+            now = int(self.clock())
+            current = self.signers
+            new: Signers = change(current, now)
+            authority = current if current else new
+            if not authority.is_operator(key.public, actor, now):
+                if current:
+                    problem = f"{actor!r} is not a valid operator of this vault's signers"
+                else:
+                    problem = (
+                        "the first signer must be an operator adding their own key: "
+                        f"`vaultmem signer add {actor} KEY.pub --operator --actor {actor}`, signed by that key"
+                    )
+                raise SigningError(f"Error: {problem}; nothing was changed.")
+            signed.write_signers(self._commits, self._seal, key.sign, new, subject, trailers, actor, session, now)
+        self.refresh_allowed_signers()
+        return new
+
+    # -- the files stock git reads -------------------------------------------------------
+
+    def allowed_signers_paths(self) -> tuple[Path, Path]:
+        """Where ``git-setup`` keeps git's allowed-signers and revocation files."""
+        state = self.path.resolve() / STATE_DIR
+        return state / "allowed_signers", state / "revoked_keys"
+
+    def configure_signers(self) -> tuple[Path, Path]:
+        """Write git's allowed-signers and revocation files from the signers
+        branch and point ``gpg.ssh.allowedSignersFile`` and
+        ``gpg.ssh.revocationFile`` at them, so ``git verify-commit`` and
+        ``git log --show-signature`` check signatures with no vaultmem."""
+        allowed, revoked = self._write_signer_files()
+        config = self.repo.config
+        config["gpg.format"] = "ssh"
+        config["gpg.ssh.allowedSignersFile"] = str(allowed)
+        config["gpg.ssh.revocationFile"] = str(revoked)
+        return allowed, revoked
+
+    def refresh_allowed_signers(self) -> None:
+        """Rewrite git's files after the signers changed, if ``git-setup`` set them up."""
+        allowed, _ = self.allowed_signers_paths()
+        try:
+            configured = self.repo.config["gpg.ssh.allowedSignersFile"]
+        except KeyError:
+            return
+        if configured == str(allowed):
+            self._write_signer_files()
+
+    def _signers_changed(self) -> None:
+        self.refresh_allowed_signers()
+
+    def _write_signer_files(self) -> tuple[Path, Path]:
+        allowed, revoked = self.allowed_signers_paths()
+        signers = self.signers
+        for path, data in ((allowed, signers.allowed_signers()), (revoked, signers.revoked_keys())):
+            temporary = path.with_name(f".{path.name}.{os.getpid()}")
+            with open(temporary, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(temporary, path)
+        return allowed, revoked
+
+    def add_signer(
+        self,
+        principal: str,
+        key: PublicKey | SigningKey | str,
+        *,
+        actor: str,
+        operator: bool = False,
+        valid_after: int | None = None,
+        valid_before: int | None = None,
+        session: str | None = None,
+    ) -> Signers:
+        """Let ``principal`` (an actor name) sign with ``key``; with
+        ``operator``, also manage signers.  One signed commit."""
+        check_principal(principal)
+        public = _public(key)
+        return self._change_signers(
+            actor,
+            session,
+            f"signers: add {principal}{' (operator)' if operator else ''} {public.fingerprint}",
+            [("Vaultmem-Command", "signer-add"), ("Vaultmem-Signer", f"{principal} {public.fingerprint}")],
+            lambda s, now: s.add(
+                principal,
+                public,
+                now=now,
+                by=actor,
+                operator=operator,
+                valid_after=valid_after,
+                valid_before=valid_before,
+            ),
+        )
+
+    def rotate_signer(
+        self, principal: str, key: PublicKey | SigningKey | str, *, actor: str, session: str | None = None
+    ) -> Signers:
+        """``principal`` signs with ``key`` from now on; its old keys stop now."""
+        check_principal(principal)
+        public = _public(key)
+        return self._change_signers(
+            actor,
+            session,
+            f"signers: rotate {principal} to {public.fingerprint}",
+            [("Vaultmem-Command", "signer-rotate"), ("Vaultmem-Signer", f"{principal} {public.fingerprint}")],
+            lambda s, now: s.rotate(principal, public, now=now, by=actor),
+        )
+
+    def revoke_signer(
+        self,
+        principal: str,
+        *,
+        actor: str,
+        key: PublicKey | SigningKey | str | None = None,
+        compromised: bool = False,
+        reason: str = "",
+        session: str | None = None,
+    ) -> Signers:
+        """Revoke ``principal``'s keys (or ``key``) from now on; with
+        ``compromised``, every signature they ever made stops counting."""
+        check_principal(principal)
+        public = _public(key) if key is not None else None
+        if "\n" in reason or len(reason) > 500:
+            raise VaultError("Error: the reason must be one line of at most 500 characters.")
+        trailers = [("Vaultmem-Command", "signer-revoke"), ("Vaultmem-Signer", principal)]
+        if compromised:
+            trailers.append(("Vaultmem-Compromised", "yes"))
+        if reason:
+            trailers.append(("Vaultmem-Reason", reason))
+        return self._change_signers(
+            actor,
+            session,
+            f"signers: revoke {principal}{' (compromised)' if compromised else ''}",
+            trailers,
+            lambda s, now: s.revoke(principal, now=now, by=actor, key=public, compromised=compromised, reason=reason),
+        )
+
+    # -- verify ------------------------------------------------------------------------
+
+    def _signature_check(self, findings: list[Finding]) -> signed.CommitSignatures | None:
+        """How verify judges each commit's signature (None: the vault never
+        had signers nor required signatures), with the signers branch's own
+        problems added to ``findings``."""
+        try:
+            signers = signed.read_signers(self.repo, self.keyring)[0]
+            required = [
+                (int(v.time.timestamp()), v.policy.require_signatures)
+                for v in policy_mod.history(self.repo, self.keyring)
+            ]
+        except IntegrityError:  # a damaged policy or signers list: reported on its own below
+            signers, required = Signers(), []
+        for commit, kind, detail in signed.signers_problems(self.repo, self.keyring):
+            findings.append(Finding(kind, commit, None, detail))  # type: ignore[arg-type]
+        if not signers and not any(flag for _, flag in required):
+            return None
+        return signed.CommitSignatures(signers, required)
+
+    def _checkpoint_findings(
+        self, repo: pygit2.Repository, head: pygit2.Oid | None, count: int, given: Sequence[str]
+    ) -> list[Finding]:
+        try:
+            signers = signed.read_signers(self.repo, self.keyring)[0]
+        except IntegrityError:  # reported by the signers branch's own check
+            signers = Signers()
+        texts = [*given, signed.checkpoints_kept(repo)]
+        for remote in sharing.list_remotes(repo):  # each server's copy, as last fetched
+            texts.append(signed.checkpoints_kept(repo, sharing.tracking(remote.name, signed.CHECKPOINTS_REF)))
+        out: list[Finding] = []
+        seen: set[str] = set()
+        for text in texts:
+            if not text:
+                continue
+            try:
+                found = signed.parse_checkpoints(text)
+            except VaultError as err:
+                out.append(Finding("checkpoint", None, None, str(err).removeprefix("Error: ")))
+                continue
+            for made in found:
+                if made.text in seen:  # the same checkpoint kept in a file and on the branch
+                    continue
+                seen.add(made.text)
+                problem = signed.checkpoint_problem(repo, head, made, signers, count)
+                if problem is not None:
+                    out.append(Finding(problem[0], made.head, None, problem[1]))  # type: ignore[arg-type]
+        return out
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def _main_count(self, head: pygit2.Oid) -> int:
+        """How many commits ``main`` at ``head`` reaches (counted once, then
+        from the last count)."""
+        walker = self.repo.walk(head, pygit2.enums.SortMode.NONE)
+        known = 0
+        if self._count is not None:
+            with_count = pygit2.Oid(raw=self._count[0])
+            if with_count == head:
+                return self._count[1]
+            try:
+                if self.repo.descendant_of(head, with_count):
+                    walker.hide(with_count)
+                    known = self._count[1]
+            except (KeyError, ValueError, pygit2.GitError):
+                pass
+        count = known + sum(1 for _ in walker)
+        self._count = (head.raw, count)
+        return count
+
+    def checkpoint(self, *, actor: str) -> signed.Checkpoint:
+        """Sign where ``main`` stands now (head and commit count) with
+        ``actor``'s key, keep it on the ``vaultmem-checkpoints`` branch, and
+        return it (its ``text`` is what an operator keeps elsewhere)."""
+        _check_label("actor", actor)
+        with self._lock.hold():
+            self._commits.recover()
+            return self._checkpoint_locked(actor, int(self.clock()))
+
+    def _checkpoint_locked(self, actor: str, now: int) -> signed.Checkpoint:
+        key = self.signing_key(actor)
+        sign = self._signature(actor, now)
+        if key is None or sign is None:
+            raise SigningError(
+                f"Error: a checkpoint is signed, and {actor!r} has no signing key; give it with --signing-key or "
+                "VAULTMEM_SIGNING_KEY. Nothing was changed."
+            )
+        head = self._head()
+        if head is None:
+            raise VaultError("Error: the vault has no versions yet; there is nothing to checkpoint.")
+        made = signed.make_checkpoint(str(head), self._main_count(head), now, actor, key)
+        signed.write_checkpoint(self._commits, self._seal, sign, made, actor, now)
+        return made
+
+    def _committed(self, actor: str, commit: bytes, now: int) -> None:
+        """After each memory commit, under the writer lock: a checkpoint when
+        the policy asks for one every N commits and the actor signs."""
+        every = self.policy.checkpoint_every
+        if every is None or self.signing_key(actor) is None:
+            return
+        head = pygit2.Oid(raw=commit)
+        count = self._main_count(head)
+        last = signed.last_checkpoint(self.repo)
+        if last is not None and count - last.commits < every:
+            return
+        self._checkpoint_locked(actor, now)
