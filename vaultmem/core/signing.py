@@ -223,7 +223,7 @@ class SigningKey:
                 ) from err
             raise BadKeyError(f"Error: the {source} has no passphrase; give it without one.") from err
         except (ValueError, UnsupportedAlgorithm) as err:
-            wrong = passphrase is not None and "incorrect" in str(err).lower()
+            wrong = passphrase is not None and _encrypted(data)
             raise BadKeyError(
                 f"Error: the passphrase does not open the {source}."
                 if wrong
@@ -301,6 +301,18 @@ def resolve_signing_key(
     if not isinstance(value, (str, os.PathLike)):
         raise BadKeyError("Error: signing_key must be a SigningKey or a key file's path.")
     return SigningKey.load(value, passphrase)
+
+
+def _encrypted(data: bytes) -> bool:
+    """Whether an OpenSSH private key needs a passphrase (then a key that
+    would not open with one was given the wrong one)."""
+    try:
+        serialization.load_ssh_private_key(data, None)
+    except TypeError:
+        return True
+    except (ValueError, UnsupportedAlgorithm):
+        return False
+    return False
 
 
 def gpgsig_value(armored: bytes) -> bytes:

@@ -84,7 +84,7 @@ from vaultmem.repo import remotes as sharing
 from vaultmem.repo.history import SealedNames, first_parents, hiding_files, read_commit, walk
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
-from vaultmem.repo.signed import SIGNERS_REF, CommitSignatures, read_signers
+from vaultmem.repo.signed import SIGNERS_REF, CommitSignatures, read_signers, signers_problems
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
@@ -599,12 +599,22 @@ class Engine:
 
     @property
     def signers(self) -> Signers:
-        """The vault's allowed signers (empty until an operator adds the first)."""
+        """The vault's allowed signers (empty until an operator adds the first).
+        Raises IntegrityError when any change of the list was not signed by
+        an operator: nothing is signed, and no write needing a signature
+        goes ahead, against such a list."""
         raw = read_ref_or_damaged(self.path, SIGNERS_REF)
         target = raw.hex() if raw is not None else None
         cached = self._signers
         if cached is None or cached[0] != target:
             signers, _ = read_signers(self.repo, self.keyring)
+            problems = signers_problems(self.repo, self.keyring)
+            if problems:
+                commit, kind, detail = problems[0]
+                raise IntegrityError(
+                    f"Error: the vault's signers list cannot be trusted: commit {commit[:12]} ({kind}): {detail}. "
+                    "Run `vaultmem verify`; an operator moves vaultmem-signers back to its last good commit."
+                )
             cached = self._signers = (target, signers)
         return cached[1]
 
