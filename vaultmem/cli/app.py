@@ -659,8 +659,10 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
     changes = vault.changes(parent, version.id)
     if version.command == "rename" and len(version.paths) == 2:
         changes = with_renames(changes, version.paths[0], version.paths[1])
+    signature = vault.signature_of(version.id)
     if args.json:
-        print_json({**version_data(version), "parent": parent, "changes": [change_data(c) for c in changes]})
+        data = {**version_data(version), "parent": parent, "signature": signature}
+        print_json({**data, "changes": [change_data(c) for c in changes]})
         return 0
     fields = [
         ("version", version.id),
@@ -679,6 +681,11 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
     if version.reason is not None:
         fields.append(("reason", version.reason))
     fields += [("erased", item) for item in version.erased]
+    if signature is not None:
+        verdict = "good" if signature["ok"] else str(signature["problem"])
+        fields.append(("signed by", f"{signature['signer'] or '?'}, key {signature['key']} ({verdict})"))
+    elif vault.has_signers():
+        fields.append(("signed by", "nobody (unsigned)"))
     on = colour_on(sys.stdout)
     for label, value in fields:
         print(f"{label:<14} {paint(value, YELLOW, on) if label == 'version' else value}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pygit2
 
 from vaultmem.core.signers import Signers, check_principal
-from vaultmem.core.signing import PublicKey, SigningKey
+from vaultmem.core.signing import PublicKey, SigningKey, parse_signature
 from vaultmem.errors import IntegrityError, SigningError, VaultError
 from vaultmem.git.durable import STATE_DIR
 from vaultmem.repo import policy as policy_mod
@@ -191,6 +191,34 @@ class Signing(Engine):
             trailers,
             lambda s, now: s.revoke(principal, now=now, by=actor, key=public, compromised=compromised, reason=reason),
         )
+
+    def has_signers(self) -> bool:
+        """Whether the vault has (or had) signers: its signers branch exists."""
+        return self.repo.references.get(signed.SIGNERS_REF) is not None
+
+    def signature_of(self, version: str) -> dict[str, object] | None:
+        """Who signed one commit and whether it counts, as ``show`` prints it:
+        ``{"signer", "key", "ok", "problem"}``; None when it is unsigned."""
+        oid = pygit2.Oid(hex=self.resolve(version).id)
+        facts = signed.commit_facts(bytes(self.repo.odb.read(oid)[1]))
+        if facts.signature is None:
+            return None
+        try:
+            key = parse_signature(facts.signature).key
+        except VaultError:
+            return {"signer": None, "key": None, "ok": False, "problem": "bad signature"}
+        try:
+            signers = self.signers
+        except IntegrityError:
+            signers = Signers()
+        owners = sorted({s.principal for s in signers.by_key(key)})
+        problem = signed.judge(facts, signers)
+        return {
+            "signer": owners[0] if len(owners) == 1 else None,
+            "key": key.fingerprint,
+            "ok": problem is None,
+            "problem": problem[0] if problem is not None else None,
+        }
 
     # -- verify ------------------------------------------------------------------------
 
