@@ -119,12 +119,14 @@ class Signer:
 
     def allowed_line(self) -> str | None:
         """This key's line in git's allowed-signers file (None: never valid)."""
-        if self.compromised:
+        until = self.until
+        if self.compromised or (until is not None and until < self.valid_after):
             return None
         options = ['namespaces="git"', f'valid-after="{ssh_time(self.valid_after)}"']
-        until = self.until
         if until is not None:
-            options.append(f'valid-before="{ssh_time(until)}"')
+            # ssh-keygen refuses a window of one second (valid-before equal to
+            # valid-after): git then accepts one second more than vaultmem does
+            options.append(f'valid-before="{ssh_time(max(until, self.valid_after + 1))}"')
         return f"{self.principal} {','.join(options)} {self.key.line}"
 
 

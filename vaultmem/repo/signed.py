@@ -108,7 +108,7 @@ class CommitSignatures:
     def _required_at(self, when: int) -> bool:
         value = False
         for since, required in self.required:
-            if since > when:
+            if since >= when:  # a write in the policy's own second may have come first: not held to it
                 break
             value = required
         return value
