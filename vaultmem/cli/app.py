@@ -166,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     _textconv_parser(commands)
     _completion_parser(commands)
     signers_cli.add_parsers(commands)
+    _mcp_parser(commands)
     for name, command, purpose in _named_leaves(parser):
         # Given after the command too (`vaultmem ls --vault X`), as git and gh
         # take them; there, an option overrides the same option given before.
@@ -217,6 +218,7 @@ EXAMPLES = {
     "pull": "vaultmem pull origin",
     "sync": "vaultmem sync",
     **signers_cli.EXAMPLES,
+    "mcp": "vaultmem mcp --vault support.vault --actor claude-code",
 }
 
 EPILOGS_COMPLETION = (
@@ -524,6 +526,11 @@ def _key_args(
 
         return {"passphrase": read_passphrase_file(args.passphrase_file)}
     if args.passphrase:
+        if args.command == "mcp" and not os.environ.get(ENV_PASSPHRASE) and not _is_terminal(sys.stdin):
+            raise UsageError(
+                "vaultmem mcp reads no passphrase from standard input (MCP speaks there): "
+                f"set {ENV_PASSPHRASE} or use --passphrase-file FILE."
+            )
         return {"passphrase": os.environ.get(ENV_PASSPHRASE) or _ask_passphrase(folder, create)}
     if os.environ.get(ENV_KEY):
         return {}  # the library reads it, and names it in its errors
@@ -536,7 +543,7 @@ def _key_args(
 
         if Vault.protection(folder) == "key":  # no passphrase opens it: asking for one would mislead
             raise UsageError(f"no key given: {folder} is protected by a key; set {ENV_KEY} or use --key-file FILE.")
-    if _is_terminal(sys.stdin):
+    if _is_terminal(sys.stdin) and args.command != "mcp":
         return {"passphrase": _ask_passphrase(folder, create)}
     raise UsageError(
         f"no key given: set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase-file FILE "
@@ -1373,6 +1380,79 @@ def textconv_command(interpreter: str, options: list[str]) -> str:
     )
 
 
+# -- serving MCP clients (docs/mcp.md) ---------------------------------------------------
+
+
+def _mcp_parser(commands: _Commands) -> None:
+    mcp = commands.add_parser(
+        "mcp", help="serve the memory to MCP clients (Claude Code, Claude Desktop) over stdio, or HTTP with --http"
+    )
+    mcp.add_argument("--actor", metavar="NAME", default="claude", help="recorded as every version's author")
+    mcp.add_argument("--read-only", action="store_true", help="offer view and the audit tools only; refuse writes")
+    mcp.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    mcp.add_argument("--host", metavar="ADDRESS", default="127.0.0.1", help="with --http: listen here (127.0.0.1)")
+    mcp.add_argument("--port", metavar="N", type=int, default=8765, help="with --http: listen on this port (8765)")
+    mcp.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --http: the bearer token clients send, made (mode 0600) if missing (default VAULT/vaultmem/mcp-token"
+        "; VAULTMEM_MCP_TOKEN gives it instead)",
+    )
+    mcp.add_argument(
+        "--allow-origin",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="with --http: also accept requests whose Origin is URL (browsers); repeatable",
+    )
+    mcp.add_argument(
+        "--max-request-bytes",
+        metavar="N",
+        type=int,
+        default=1_048_576,
+        help="refuse a tool call whose arguments are larger (default 1048576)",
+    )
+
+
+def _mcp(vault: Vault, args: argparse.Namespace) -> int:
+    try:
+        from vaultmem.mcp import http as mcp_http
+        from vaultmem.mcp.server import MemoryServer
+    except ImportError as err:
+        raise UsageError(f"vaultmem mcp needs the mcp extra: pip install 'vaultmem[mcp]' ({err}).") from err
+    if not 0 < args.port < 65536:
+        raise UsageError("--port must be between 1 and 65535.")
+    memory = MemoryServer(vault, actor=args.actor, read_only=args.read_only, max_request_bytes=args.max_request_bytes)
+    if not args.http:
+        memory.build().run("stdio")
+        return 0
+    token = os.environ.get(mcp_http.ENV_TOKEN)
+    token_file = (
+        Path(args.token_file) if args.token_file else Path(vault.path).resolve() / "vaultmem" / mcp_http.TOKEN_FILE
+    )
+    if not token:
+        token = mcp_http.load_or_make_token(token_file)
+    elif len(token) < 32:
+        raise UsageError(f"{mcp_http.ENV_TOKEN} must be at least 32 characters.")
+    app = mcp_http.http_app(
+        memory.build(),
+        token=token,
+        host=args.host,
+        port=args.port,
+        origins=args.allow_origin,
+        max_request_bytes=args.max_request_bytes,
+    )
+    where = "VAULTMEM_MCP_TOKEN" if os.environ.get(mcp_http.ENV_TOKEN) else str(token_file)
+    print(
+        f"vaultmem: serving {args.vault} over MCP at http://{args.host}:{args.port}{mcp_http.PATH} "
+        f"as {args.actor}{' (read-only)' if args.read_only else ''}; clients send the token in {where}",
+        file=sys.stderr,
+        flush=True,
+    )
+    mcp_http.serve(app, args.host, args.port)
+    return 0
+
+
 # -- sharing through a git server (docs/sync.md) ---------------------------------------
 
 
@@ -1663,6 +1743,7 @@ COMMANDS: dict[str, Callable[[Vault, argparse.Namespace], int]] = {
     "export": _export,
     "chat": _chat,
     **signers_cli.HANDLERS,
+    "mcp": _mcp,
 }
 
 

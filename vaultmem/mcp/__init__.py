@@ -1,0 +1,1 @@
+"""vaultmem as a Model Context Protocol server (``vaultmem[mcp]``; docs/mcp.md)."""

@@ -1,0 +1,314 @@
+"""The memory tool over the Model Context Protocol (docs/mcp.md).
+
+``vaultmem mcp`` serves a vault to any MCP client (Claude Code, Claude
+Desktop, an agent on another host) with the official ``mcp`` package's
+:class:`MCPServer`: the six memory commands as six tools, with the same
+arguments, results and errors as :class:`~vaultmem.anthropic.tool.VaultMemoryTool`
+(they run through the same :class:`~vaultmem.ops.memory.MemoryCommands`, so
+the vault's policies apply as they do there), and three read-only audit
+tools.  Each MCP session is a vaultmem session: its id and the client's
+name are recorded on every version it writes (``vaultmem log --session``).
+
+The tools take their arguments as the client sent them: the memory
+commands check them and answer with SPEC.md's own messages.  Nothing of
+the host leaks into a result: an unexpected failure is one line saying so,
+and its traceback goes to the server's log (standard error).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools.base import Tool
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+from vaultmem.anthropic.agent import memory_system_prompt
+from vaultmem.core.policy import Policy
+from vaultmem.errors import CommandError, VaultError
+from vaultmem.ops.memory import MemoryCommands
+from vaultmem.vault import Vault
+
+log = logging.getLogger("vaultmem.mcp")
+
+SERVER_NAME = "vaultmem"
+DEFAULT_MAX_REQUEST_BYTES = 1_048_576  # the largest tool call accepted, in bytes of JSON
+MEMORY_TOOLS = ("view", "create", "str_replace", "insert", "delete", "rename")
+AUDIT_TOOLS = ("history", "read_version", "diff")
+READ_ONLY_REFUSAL = (
+    "Error: this memory server is read-only (vaultmem mcp --read-only); nothing was written. "
+    "Use view, history, read_version or diff."
+)
+INTERNAL_ERROR = (
+    "Error: the memory server failed while running this command; nothing more is known here. "
+    "Its operator finds the cause in the server's log."
+)
+
+PROTOCOL = (
+    "IMPORTANT: ALWAYS VIEW YOUR MEMORY DIRECTORY BEFORE DOING ANYTHING ELSE.\n"
+    "MEMORY PROTOCOL:\n"
+    "1. Use the `view` tool of this server to check for earlier progress in /memories.\n"
+    "2. ... (work on the task) ...\n"
+    "     - As you make progress, record status / progress / thoughts etc in your memory.\n"
+    "ASSUME INTERRUPTION: Your context window might be reset at any moment, so you risk losing any progress "
+    "that is not recorded in your memory directory."
+)
+
+_STRING = {"type": "string"}
+_PATH = {"type": "string", "description": "a path under /memories, such as /memories/notes.txt"}
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    "view": {
+        "properties": {
+            "path": {**_PATH, "description": "a file or folder under /memories (/memories itself lists everything)"},
+            "view_range": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "[first line, last line] of a file, numbered from 1; -1 as the last means the end",
+            },
+        },
+        "required": ["path"],
+    },
+    "create": {"properties": {"path": _PATH, "file_text": _STRING}, "required": ["path", "file_text"]},
+    "str_replace": {
+        "properties": {"path": _PATH, "old_str": _STRING, "new_str": _STRING},
+        "required": ["path", "old_str", "new_str"],
+    },
+    "insert": {
+        "properties": {
+            "path": _PATH,
+            "insert_line": {"type": "integer", "description": "insert after this line (0: at the start)"},
+            "insert_text": _STRING,
+        },
+        "required": ["path", "insert_line", "insert_text"],
+    },
+    "delete": {"properties": {"path": _PATH}, "required": ["path"]},
+    "rename": {"properties": {"old_path": _PATH, "new_path": _PATH}, "required": ["old_path", "new_path"]},
+    "history": {
+        "properties": {
+            "path": {**_PATH, "description": "a file or folder (default: the whole memory)"},
+            "limit": {"type": "integer", "minimum": 1, "description": "at most this many versions (default 20)"},
+        },
+        "required": [],
+    },
+    "read_version": {
+        "properties": {
+            "path": _PATH,
+            "version": {
+                "type": "string",
+                "description": "a version id from history, or a time such as 2026-11-04 12:00",
+            },
+        },
+        "required": ["path", "version"],
+    },
+    "diff": {
+        "properties": {
+            "from_version": {"type": "string", "description": "the older version: an id from history, or a time"},
+            "to_version": {"type": "string", "description": "the newer version (default: the latest)"},
+            "path": {**_PATH, "description": "only this file or folder (default: everything)"},
+        },
+        "required": ["from_version"],
+    },
+}
+_DESCRIPTIONS = {
+    "view": "Show a memory folder's contents (two levels deep, with sizes) or a file's lines, numbered.",
+    "create": "Create a new memory file with the given text (an existing file is never overwritten).",
+    "str_replace": "Replace the one occurrence of old_str in a memory file with new_str.",
+    "insert": "Insert text after a line of a memory file (0: at the start).",
+    "delete": "Delete a memory file or folder (its history stays readable by auditors).",
+    "rename": "Rename or move a memory file or folder (never over an existing one).",
+    "history": "The versions of the memory, or of one file or folder, newest first: id, time, actor, session, command.",
+    "read_version": "A memory file's text as it was at an earlier version.",
+    "diff": "What changed between two versions of the memory, as a unified diff of the decrypted text.",
+}
+_TITLES = {
+    "view": "View memory",
+    "create": "Create a memory file",
+    "str_replace": "Edit a memory file",
+    "insert": "Insert into a memory file",
+    "delete": "Delete from memory",
+    "rename": "Rename in memory",
+    "history": "Memory history",
+    "read_version": "Memory file at a version",
+    "diff": "Memory diff",
+}
+_CLIENT = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def instructions() -> str:
+    """What a client gives the model about this server: the memory protocol
+    and the guidance :func:`~vaultmem.anthropic.agent.memory_system_prompt` gives."""
+    return PROTOCOL + "\n\n" + memory_system_prompt()
+
+
+def tool_annotations(name: str) -> ToolAnnotations:
+    read_only = name == "view" or name in AUDIT_TOOLS
+    return ToolAnnotations(
+        title=_TITLES[name],
+        read_only_hint=read_only,
+        destructive_hint=None if read_only else name in ("delete", "rename"),
+        idempotent_hint=read_only,
+        open_world_hint=False,
+    )
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def _ok(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=False)
+
+
+class Sessions:
+    """One :class:`MemoryCommands` per MCP session, each a vaultmem session
+    named ``mcp-CLIENT-ID`` (the client's name and the session id)."""
+
+    def __init__(self, factory: Callable[[str], MemoryCommands]) -> None:
+        self._factory = factory
+        self._by_key: dict[str, MemoryCommands] = {}
+        self._lock = threading.Lock()
+        self.connection = secrets.token_hex(6)  # stdio, or HTTP without session ids: one per process
+
+    def commands(self, ctx: Context[Any, Any]) -> MemoryCommands:
+        headers = ctx.headers
+        session_id = headers.get("mcp-session-id") if headers else None
+        ident = (session_id or self.connection)[:12]
+        client = "client"
+        params = getattr(ctx.session, "client_params", None)
+        info = getattr(params, "client_info", None)
+        if info is not None and isinstance(getattr(info, "name", None), str):
+            client = _CLIENT.sub("-", info.name).strip("-")[:40] or "client"
+        label = f"mcp-{client}-{ident}"
+        with self._lock:
+            found = self._by_key.get(label)
+            if found is None:
+                found = self._by_key[label] = self._factory(label)
+            return found
+
+
+class MemoryServer:
+    """The tools, bound to one vault and one actor."""
+
+    def __init__(
+        self,
+        vault: Vault,
+        *,
+        actor: str,
+        read_only: bool = False,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        policy: Policy | Mapping[str, Any] | None = None,
+    ) -> None:
+        if max_request_bytes < 1:
+            raise VaultError("Error: the request size limit must be at least 1 byte.")
+        self.vault = vault
+        self.actor = actor
+        self.read_only = read_only
+        self.max_request_bytes = max_request_bytes
+        MemoryCommands(vault, actor=actor, session="mcp-check", policy=policy)  # refuses a bad actor or policy now
+        self.sessions = Sessions(lambda label: MemoryCommands(vault, actor=actor, session=label, policy=policy))
+
+    def build(self, **settings: Any) -> MCPServer:
+        tools = [self._tool(name) for name in (*MEMORY_TOOLS, *AUDIT_TOOLS)]
+        if self.read_only:
+            tools = [t for t in tools if t.annotations is not None and t.annotations.read_only_hint]
+        return MCPServer(
+            name=SERVER_NAME,
+            instructions=instructions(),
+            tools=tools,
+            log_level="WARNING",
+            **settings,
+        )
+
+    def _tool(self, name: str) -> Tool:
+        def run(ctx: Context[Any, Any]) -> CallToolResult:
+            params = ctx.request_context.params or {}
+            return self.call(name, params.get("arguments"), ctx)
+
+        tool = Tool.from_function(
+            run,
+            name=name,
+            title=_TITLES[name],
+            description=_DESCRIPTIONS[name],
+            annotations=tool_annotations(name),
+            structured_output=False,
+        )
+        tool.parameters = {"type": "object", **_SCHEMAS[name]}
+        return tool
+
+    def call(self, name: str, arguments: object, ctx: Context[Any, Any]) -> CallToolResult:
+        """Run one tool call; every outcome is a result, never an exception."""
+        try:
+            size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
+        except (TypeError, ValueError):
+            return _error("Error: the tool's arguments are not a JSON object; nothing was changed.")
+        if size > self.max_request_bytes:
+            return _error(
+                f"Error: the arguments are {size:,} bytes, over this memory server's limit of "
+                f"{self.max_request_bytes:,} bytes; nothing was changed."
+            )
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return _error("Error: the tool's arguments are not a JSON object; nothing was changed.")
+        if self.read_only and name not in ("view", *AUDIT_TOOLS):
+            return _error(READ_ONLY_REFUSAL)
+        try:
+            commands = self.sessions.commands(ctx)
+            if name in MEMORY_TOOLS:
+                if "command" in arguments:  # the tool is the command: no other can be slipped in
+                    takes = ", ".join(f"`{p}`" for p in _SCHEMAS[name]["properties"])
+                    return _error(f"Error: Unexpected parameter `command` for command `{name}`. It takes: {takes}.")
+                return _ok(commands.run({**arguments, "command": name}))
+            return _ok(self._audit(name, arguments))
+        except CommandError as err:
+            return _error(str(err))
+        except VaultError as err:
+            return _error(str(err) if str(err).startswith("Error:") else f"Error: {err}")
+        except Exception:  # never a traceback or a host path to the client
+            log.exception("vaultmem mcp: the tool %s failed", name)
+            return _error(INTERNAL_ERROR)
+
+    # -- the audit tools -----------------------------------------------------------------
+
+    def _audit(self, name: str, arguments: dict[str, Any]) -> str:
+        allowed = set(_SCHEMAS[name]["properties"])
+        unknown = sorted(set(arguments) - allowed)
+        if unknown:
+            raise VaultError(f"Error: {name} takes no parameter {', '.join(map(repr, unknown))}.")
+        for field in allowed & set(arguments):
+            value = arguments[field]
+            wanted = _SCHEMAS[name]["properties"][field]["type"]
+            if (wanted == "string" and not isinstance(value, str)) or (
+                wanted == "integer" and (not isinstance(value, int) or isinstance(value, bool))
+            ):
+                raise VaultError(f"Error: `{field}` must be a {wanted}.")
+        for field in _SCHEMAS[name]["required"]:
+            if field not in arguments:
+                raise VaultError(f"Error: {name} needs `{field}`.")
+        if name == "history":
+            limit = arguments.get("limit", 20)
+            if limit < 1:
+                raise VaultError("Error: `limit` must be at least 1.")
+            versions = self.vault.history(path=arguments.get("path"), limit=limit)
+            if not versions:
+                return "No versions yet."
+            lines = []
+            for v in versions:
+                where = " -> ".join(v.paths) if v.command == "rename" else ", ".join(v.paths)
+                lines.append(
+                    f"{v.id[:12]}  {v.time.strftime('%Y-%m-%d %H:%M:%S')} UTC  {v.actor}  {v.session or '-'}  "
+                    f"{v.command} {where}"
+                )
+            return "\n".join(lines)
+        if name == "read_version":
+            return self.vault.read(arguments["path"], at=arguments["version"])
+        diff = self.vault.diff(arguments["from_version"], arguments.get("to_version"), arguments.get("path"))
+        return diff or "No changes."
