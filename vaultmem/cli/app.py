@@ -93,7 +93,9 @@ def _with_suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     unknown = re.match(r"unrecognized arguments: (.*)$", message, re.S)
     if unknown is not None:
         first = unknown.group(1).split()[0]
-        close = difflib.get_close_matches(first.split("=")[0], _all_options(parser), n=1, cutoff=0.6)
+        given = first.split("=")[0]
+        options = [o for o in _all_options(parser) if o != given]  # never the option just refused
+        close = difflib.get_close_matches(given, options, n=1, cutoff=0.6)
         hint = f" Did you mean `{close[0]}`?" if close and first.startswith("-") else ""
         return f"{message}.{hint} {see}"
     return f"{message} {see}"
@@ -1071,7 +1073,7 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
         erased = f" ({report.erased} erased)" if report.erased else ""
         checked = f"{report.commits} versions, {report.blobs} file versions{erased} and {report.trees} trees"
         if report.signed:
-            checked += f", {report.signed} signatures"
+            checked += f", {report.signed} signature{'' if report.signed == 1 else 's'}"
         problems = len(report.findings)
         verdict = "no problems found" if report.ok else f"{problems} problem{'s' if problems != 1 else ''} found"
         print(f"Checked {checked}: {paint(verdict, GREEN if report.ok else RED, on)}.")
@@ -1416,7 +1418,7 @@ def _mcp_parser(commands: _Commands) -> None:
 
 def _mcp(vault: Vault, args: argparse.Namespace) -> int:
     try:
-        from vaultmem.mcp import http as mcp_http
+        from vaultmem.mcp import web as mcp_http
         from vaultmem.mcp.server import MemoryServer
     except ImportError as err:
         raise UsageError(f"vaultmem mcp needs the mcp extra: pip install 'vaultmem[mcp]' ({err}).") from err

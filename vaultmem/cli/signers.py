@@ -57,8 +57,19 @@ def load_signing_key(args: argparse.Namespace) -> SigningKey | None:
     return resolve_signing_key(getattr(args, "signing_key", None) or None, passphrase)
 
 
+# Commands that never write: a signing key given to them is not even opened
+# (``log --actor`` filters; a key's passphrase is not needed to read).
+READING = frozenset(
+    {"ls", "cat", "log", "show", "diff", "verify", "find", "export", "textconv", "git-setup", "completion"}
+)
+
+
 def use_signing_key(vault: Vault, args: argparse.Namespace) -> None:
     """Sign this command's commits as its ``--actor`` when a key is given."""
+    if args.command in READING or getattr(args, "signer_command", None) == "list":
+        return
+    if getattr(args, "policy_command", None) in ("show", "log") or getattr(args, "key_command", None) == "list":
+        return
     actor = getattr(args, "actor", None)
     key = load_signing_key(args)
     if key is not None and actor:
@@ -271,7 +282,8 @@ def checkpoint(vault: Vault, args: argparse.Namespace) -> int:
             {"head": made.head, "commits": made.commits, "time": made.time, "signer": made.signer, "text": made.text}
         )
     elif args.out:
-        print(f"Checkpoint of main at {short(made.head)} ({made.commits} commits) signed and appended to {args.out}.")
+        said = f"{made.commits} commit{'' if made.commits == 1 else 's'}"
+        print(f"Checkpoint of main at {short(made.head)} ({said}) signed and appended to {args.out}.")
     else:
         sys.stdout.write(made.text)
     return 0

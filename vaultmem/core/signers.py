@@ -52,7 +52,8 @@ def ssh_time(when: int) -> str:
 
 
 def show_time(when: int) -> str:
-    return datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """A time as vaultmem's output gives every time: UTC, ``2026-11-04T12:00:00Z``."""
+    return datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ what to do instead, and is raised before anything is written.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping
@@ -17,13 +18,24 @@ from typing import TYPE_CHECKING, Any
 from vaultmem.core import detectors as secrets
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import Policy
-from vaultmem.errors import LimitError, VaultError
+from vaultmem.errors import LimitError, SigningError, VaultError
 from vaultmem.ops import erase, expiry
 
 if TYPE_CHECKING:
     from vaultmem.core.detectors import Detector, Match
     from vaultmem.git.snapshot import Snapshot
     from vaultmem.repo.store import Store
+
+_log = logging.getLogger("vaultmem")
+
+
+def _housekeeping_failed(what: str, err: Exception) -> None:
+    """Automatic expiry or retention failed: the next run tries again.  A
+    vault that requires signatures needs a key for its housekeeping actor
+    (docs/signing.md), which is said loudly; other failures quietly."""
+    level = logging.WARNING if isinstance(err, SigningError) else logging.DEBUG
+    _log.log(level, "vaultmem: automatic %s did not run: %s", what, err)
+
 
 EXPIRY_CHECK_EVERY = 3600  # seconds between automatic expiry runs of one tool
 EXPIRY_ACTOR = "vaultmem-expiry"
@@ -155,10 +167,12 @@ class Guard:
             if now - self._expiry_checked < EXPIRY_CHECK_EVERY:
                 return
             self._expiry_checked = now
-        with contextlib.suppress(VaultError, OSError):
+        try:
             after = self.policy().expire_after
             if after is not None:
                 expiry.expire(self.vault, after, actor=EXPIRY_ACTOR, session=session, now=now)
+        except (VaultError, OSError) as err:
+            _housekeeping_failed("expiry", err)
         with contextlib.suppress(VaultError, OSError):
             keep_for = self.policy().content_retention
             if keep_for is not None and (self.retention is None or not self.retention.is_alive()):
@@ -170,5 +184,7 @@ class Guard:
                 self.retention.start()
 
     def _retain(self, keep_for: int, now: float, session: str | None) -> None:
-        with contextlib.suppress(VaultError, OSError):
+        try:
             erase.apply_retention(self.vault, keep_for, now=now, actor=RETENTION_ACTOR, session=session)
+        except (VaultError, OSError) as err:
+            _housekeeping_failed("retention", err)

@@ -301,7 +301,7 @@ def checkpoint_problem(
         )
     where = (
         f"the checkpoint of {show_time(checkpoint.time)} by {checkpoint.signer} saw main at "
-        f"{checkpoint.head[:12]} with {checkpoint.commits} commits"
+        f"{checkpoint.head[:12]} with {checkpoint.commits} commit{'' if checkpoint.commits == 1 else 's'}"
     )
     if head is None:
         return ("checkpoint", f"{where}; main is gone now")
@@ -313,7 +313,8 @@ def checkpoint_problem(
     if not contained:
         return (
             "checkpoint",
-            f"{where}; main ({str(head)[:12]}, {count} commits) does not contain it: main was moved back "
+            f"{where}; main ({str(head)[:12]}, {count} commit{'' if count == 1 else 's'}) does not contain it: "
+            "main was moved back "
             "or replaced since",
         )
     return None
@@ -381,7 +382,8 @@ def write_checkpoint(
         before = _kept_at(repo, previous)
     finally:
         repo.free()
-    subject = f"checkpoint: main at {checkpoint.head[:12]}, {checkpoint.commits} commits"
+    commits_said = f"{checkpoint.commits} commit{'' if checkpoint.commits == 1 else 's'}"
+    subject = f"checkpoint: main at {checkpoint.head[:12]}, {commits_said}"
     text = before + checkpoint.text.encode("utf-8")
     return _checkpoint_commit(commits, seal, sign, text, [previous] if previous else [], subject, actor, now)
 

@@ -301,7 +301,7 @@ class Signing(Engine):
 
     def _checkpoint_locked(self, actor: str, now: int) -> signed.Checkpoint:
         key = self.signing_key(actor)
-        sign = self._signature(actor, now)
+        sign = self._signature(actor, now) if key is not None else None
         if key is None or sign is None:
             raise SigningError(
                 f"Error: a checkpoint is signed, and {actor!r} has no signing key; give it with --signing-key or "

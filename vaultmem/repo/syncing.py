@@ -212,9 +212,10 @@ class Syncing(Shredding):
                     )
                 if ref == SIGNERS_REF and step == "merge":
                     raise ConflictError(
-                        f"Error: the signers were changed both here and on {remote!r} since the last sync; an "
-                        "operator makes the same change on one side after pulling with the other side's changes "
-                        "undone, or clones again. Nothing was changed."
+                        f"Error: the signers were changed both here and on {remote!r} since the last sync. To keep "
+                        f"the server's: `git update-ref refs/heads/vaultmem-signers refs/remotes/{remote}/"
+                        "vaultmem-signers` in the vault, then make this side's change again with `vaultmem signer`. "
+                        "Nothing was changed."
                     )
                 if step != "none":
                     assert theirs is not None
@@ -288,8 +289,7 @@ class Syncing(Shredding):
                     )
                 result.moved[sharing.short_name(ref)] = (str(local) if local else None, tip)
             sharing.remember(repo, remote)
-            if SIGNERS_REF in steps:
-                self._signers_changed()
+            self._signers_changed()  # git's allowed-signers file, even when only the server's copy moved
         if result.merge is not None:
             self._upkeep.poke()
         return result
