@@ -642,6 +642,10 @@ ELSEWHERE = [
     "  per file version costs the write path against format 1 and what sealed names cost it against",
     "  plain names (quiet and busy, one run), and `forget` across 100,000 commits",
     "  (`python bench/erasure.py`).",
+    "- [signing-speed.md](signing-speed.md): what signing adds to a `create` (quiet and busy, paired calls), one",
+    "  signature, and `verify` of 100,000 signed commits (`python bench/signing.py`).",
+    "- [mcp-speed.md](mcp-speed.md): a round trip of each memory command over MCP's stdio and streamable HTTP",
+    "  against a direct `VaultMemoryTool.call` in the same run (`python bench/mcp.py`).",
 ]
 
 

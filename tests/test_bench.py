@@ -790,6 +790,20 @@ def test_the_erasure_bench_times_find_writes_and_forget_and_gives_verdicts(tmp_p
     assert len(forget) == 1 and forget[0].split("|")[-2].strip() in ("met", "missed")
 
 
+def test_the_signing_bench_times_signed_writes_and_verify_and_gives_verdicts(tmp_path: Path) -> None:
+    page = quick_page("signing.py", "signing-speed.md", tmp_path)
+    targets = page.split("## Targets", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in targets.splitlines() if line.startswith("| ")]
+    rows = [row for row in rows if row[0] not in ("target", "---")]
+    assert [row[0] for row in rows] == [
+        "signing adds at most 100 µs per commit at p50, quiet disk",
+        "signing adds at most 100 µs per commit at p50, busy disk",
+        "verify of 100,000 signed commits under 60 s",
+    ]
+    assert all(row[-1] in ("met", "missed") for row in rows)
+    assert "signatures counted" in rows[2][1]
+
+
 def test_the_benchmarks_page_repeats_the_erasure_pages_targets() -> None:
     page = "# Erasure speed\n\nsome text\n\n## find\n\ntext\n\n| a | b |\n|---|---|\n| quiet | met |\n"
     lines = erasure_tables(page)
