@@ -800,7 +800,8 @@ def test_the_signing_bench_times_signed_writes_and_verify_and_gives_verdicts(tmp
         "signing adds at most 100 µs per commit at p50, busy disk",
         "verify of 100,000 signed commits under 60 s",
     ]
-    assert all(row[-1] in ("met", "missed") for row in rows)
+    assert all(row[-1] in ("met", "missed") for row in rows[:2])
+    assert rows[2][-1] in ("met", "missed") or rows[2][-1].startswith("not judged")
     assert "signatures counted" in rows[2][1]
 
 
