@@ -28,6 +28,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
 
 from vaultmem.anthropic.agent import memory_system_prompt
 from vaultmem.core.policy import Policy
@@ -41,6 +42,8 @@ SERVER_NAME = "vaultmem"
 DEFAULT_MAX_REQUEST_BYTES = 1_048_576  # the largest tool call accepted, in bytes of JSON
 MEMORY_TOOLS = ("view", "create", "str_replace", "insert", "delete", "rename")
 AUDIT_TOOLS = ("history", "read_version", "diff")
+READ_TOOLS = frozenset({"view", *AUDIT_TOOLS})
+LONGEST_ARGUMENT = 1_000  # characters of an audit tool's text argument (an id, a time or a path)
 READ_ONLY_REFUSAL = (
     "Error: this memory server is read-only (vaultmem mcp --read-only); nothing was written. "
     "Use view, history, read_version or diff."
@@ -194,6 +197,17 @@ class Sessions:
             return found
 
 
+class _Server(MCPServer):
+    """An MCPServer that lists only the tools it serves (``--read-only``)."""
+
+    def __init__(self, listed: set[str], **settings: Any) -> None:
+        super().__init__(**settings)
+        self._listed = listed
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [tool for tool in await super().list_tools() if tool.name in self._listed]
+
+
 class MemoryServer:
     """The tools, bound to one vault and one actor."""
 
@@ -216,10 +230,12 @@ class MemoryServer:
         self.sessions = Sessions(lambda label: MemoryCommands(vault, actor=actor, session=label, policy=policy))
 
     def build(self, **settings: Any) -> MCPServer:
+        """The server: every tool registered, so a write to a read-only
+        server gets its own refusal; only the ones it serves listed."""
         tools = [self._tool(name) for name in (*MEMORY_TOOLS, *AUDIT_TOOLS)]
-        if self.read_only:
-            tools = [t for t in tools if t.annotations is not None and t.annotations.read_only_hint]
-        return MCPServer(
+        listed = {t.name for t in tools if not self.read_only or t.name in READ_TOOLS}
+        return _Server(
+            listed,
             name=SERVER_NAME,
             instructions=instructions(),
             tools=tools,
@@ -258,7 +274,7 @@ class MemoryServer:
             arguments = {}
         if not isinstance(arguments, dict):
             return _error("Error: the tool's arguments are not a JSON object; nothing was changed.")
-        if self.read_only and name not in ("view", *AUDIT_TOOLS):
+        if self.read_only and name not in READ_TOOLS:
             return _error(READ_ONLY_REFUSAL)
         try:
             commands = self.sessions.commands(ctx)
@@ -289,7 +305,12 @@ class MemoryServer:
             if (wanted == "string" and not isinstance(value, str)) or (
                 wanted == "integer" and (not isinstance(value, int) or isinstance(value, bool))
             ):
-                raise VaultError(f"Error: `{field}` must be a {wanted}.")
+                raise VaultError(f"Error: `{field}` must be {'an integer' if wanted == 'integer' else 'a string'}.")
+            if isinstance(value, str) and len(value) > LONGEST_ARGUMENT:
+                raise VaultError(
+                    f"Error: `{field}` is {len(value):,} characters long; an id, a time or a path here is at most "
+                    f"{LONGEST_ARGUMENT:,}."
+                )
         for field in _SCHEMAS[name]["required"]:
             if field not in arguments:
                 raise VaultError(f"Error: {name} needs `{field}`.")

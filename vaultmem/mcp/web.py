@@ -56,7 +56,7 @@ class BearerToken:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode("ascii")
+        self.expected = token.encode("ascii")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":  # lifespan: the session manager starts and stops here
@@ -65,7 +65,9 @@ class BearerToken:
         given = b""
         for name, value in scope.get("headers", []):
             if name.lower() == b"authorization":
-                given = value
+                scheme, _, credentials = value.partition(b" ")
+                if scheme.lower() == b"bearer":  # the scheme is case-insensitive (RFC 7235)
+                    given = credentials.strip()
                 break
         if not hmac.compare_digest(given, self.expected):
             body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'

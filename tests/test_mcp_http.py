@@ -1,0 +1,383 @@
+"""``vaultmem mcp --http``: a real server process on 127.0.0.1 at a free port,
+driven by the official MCP client and by raw HTTP requests.
+
+The bearer token (from the token file or ``VAULTMEM_MCP_TOKEN``), the
+Origin, Host and body size checks, the tools over streamable HTTP, and two
+clients writing at once without losing an update, each recorded under its
+own session.  Every result text is checked for a traceback or a host path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from conftest import commit_count
+from mcp import MCPError
+from mcp_helpers import (
+    ACTOR,
+    CLIENT,
+    HttpServer,
+    Result,
+    Served,
+    assert_clean,
+    commits,
+    host_paths,
+    http_session,
+    result_of,
+)
+
+from vaultmem import VaultMemoryTool
+
+MAX_REQUEST = 10_000  # --max-request-bytes of the module's server; bodies over it + 64 KiB get 413
+ALLOWED_ORIGIN = "https://console.example.com"
+SESSION = re.compile(rf"mcp-{CLIENT}-[A-Za-z0-9_-]{{12}}")
+NINE_TOOLS = ["create", "delete", "diff", "history", "insert", "read_version", "rename", "str_replace", "view"]
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+CLIENT_TIMEOUT = 60.0  # seconds: a bound on one client's whole conversation
+
+
+@pytest.fixture(scope="module")
+def hidden(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
+    return host_paths(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, hidden: tuple[str, ...]) -> Iterator[HttpServer]:
+    """One HTTP server for this module, its token in the default token file."""
+    served = Served.make(tmp_path_factory.mktemp("mcp-http"), hidden)
+    options = ("--max-request-bytes", str(MAX_REQUEST), "--allow-origin", ALLOWED_ORIGIN)
+    with HttpServer(served, *options) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def token(server: HttpServer) -> str:
+    return token_file(server).read_text(encoding="ascii").strip()
+
+
+def token_file(server: HttpServer) -> Path:
+    return server.served.path.resolve() / "vaultmem" / "mcp-token"
+
+
+def post(server: HttpServer, body: Any, headers: dict[str, str]) -> httpx2.Response:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+    response = httpx2.post(server.url, headers={**ACCEPT, **headers}, content=data, timeout=30.0)
+    assert_clean(response.text, server.served.forbidden)
+    return response
+
+
+def exceptions_in(err: BaseException) -> list[BaseException]:
+    """``err`` and everything grouped inside it."""
+    found = [err]
+    for inner in getattr(err, "exceptions", ()):
+        found += exceptions_in(inner)
+    return found
+
+
+async def call(session: Any, name: str, arguments: dict[str, Any], hidden: tuple[str, ...]) -> Result:
+    result = result_of(await session.call_tool(name, arguments))
+    assert_clean(result.text, hidden)
+    return result
+
+
+# -- the token ---------------------------------------------------------------------------
+
+
+def test_the_token_file_is_private_and_the_startup_line_names_it(server, token):
+    path = token_file(server)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(token) >= 32
+    first_line = server.log_text().splitlines()[0]
+    assert first_line == (
+        f"vaultmem: serving {server.served.path} over MCP at http://127.0.0.1:{server.port}/mcp as {ACTOR}; "
+        f"clients send the token in {path}"
+    )
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer not-the-token", "Basic dXNlcjpwYXNz", "Bearer", "TOKEN", "Bearer TOKEN extra", "Bearer TOKEN-"],
+    ids=["none", "wrong", "basic", "scheme-alone", "token-alone", "trailing-word", "token-and-more"],
+)
+def test_a_request_without_the_right_token_gets_401(server, token, authorization):
+    before = commit_count(server.served.path)
+    headers = {} if authorization is None else {"Authorization": authorization.replace("TOKEN", token)}
+    create = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "create", "arguments": {"path": "/memories/no-token.txt", "file_text": "x"}},
+    }
+    for body in (INITIALIZE, create):
+        response = post(server, body, headers)
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == 'Bearer realm="vaultmem"'
+        assert response.headers["content-type"].startswith("application/json")
+        assert "error" in response.json()
+        assert token not in response.text
+    assert httpx2.get(server.url, headers=headers, timeout=30.0).status_code == 401
+    assert httpx2.delete(server.url, headers=headers, timeout=30.0).status_code == 401
+    assert commit_count(server.served.path) == before
+
+
+@pytest.mark.parametrize("sent", [None, "wrong-token-" + "x" * 40])
+def test_the_official_client_fails_cleanly_without_the_right_token(server, sent):
+    before = commit_count(server.served.path)
+
+    async def connect() -> None:
+        with anyio.fail_after(CLIENT_TIMEOUT):
+            async with http_session(server.url, sent) as (session, _init):
+                await session.call_tool("create", {"path": "/memories/refused.txt", "file_text": "x"})
+
+    with pytest.raises(Exception) as info:  # the SDK raises a group around its MCPError
+        anyio.run(connect)
+    found = exceptions_in(info.value)
+    assert not any(isinstance(err, TimeoutError) for err in found), found
+    assert any(isinstance(err, MCPError) for err in found), found
+    assert commit_count(server.served.path) == before
+
+
+def test_the_token_can_come_from_the_environment(tmp_path, hidden):
+    served = Served.make(tmp_path / "mcp", hidden)
+    env_token = "env-token-" + "t" * 40
+    unused = tmp_path / "unused-token"
+    with HttpServer(served, "--token-file", str(unused), env={"VAULTMEM_MCP_TOKEN": env_token}) as running:
+        assert running.log_text().splitlines()[0].endswith("; clients send the token in VAULTMEM_MCP_TOKEN")
+        assert not unused.exists()
+        assert not (served.path / "vaultmem" / "mcp-token").exists()
+        assert post(running, INITIALIZE, {}).status_code == 401
+        assert post(running, INITIALIZE, {"Authorization": "Bearer not-it"}).status_code == 401
+        with running.session(env_token) as session:
+            assert sorted(tool.name for tool in session.tools()) == NINE_TOOLS
+            assert session.call("create", {"path": "/memories/env.txt", "file_text": "e\n"}) == Result(
+                "File created successfully at: /memories/env.txt", False
+            )
+    assert [author for _c, author, _s in commits(served.path)] == [ACTOR]
+
+
+def test_a_short_environment_token_is_refused_before_serving(tmp_path, hidden):
+    served = Served.make(tmp_path / "mcp", hidden)
+    result = subprocess.run(
+        served.command("--http", "--port", "1"),
+        env=served.env(VAULTMEM_MCP_TOKEN="too-short"),
+        cwd=str(served.home),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "VAULTMEM_MCP_TOKEN" in result.stderr
+    assert "32 characters" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- Origin, Host and size ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "status"),
+    [
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Origin": "https://console.example.com.evil.example"}, 403),
+        ({"Origin": "null"}, 403),
+        ({"Host": "evil.example"}, 421),
+        ({"Host": "evil.example:80"}, 421),
+        ({}, 200),
+        ({"Origin": ALLOWED_ORIGIN}, 200),
+        ({"Origin": "http://127.0.0.1:PORT"}, 200),
+    ],
+)
+def test_origin_and_host_are_checked_after_the_token(server, token, extra, status):
+    headers = {name: value.replace("PORT", str(server.port)) for name, value in extra.items()}
+    response = post(server, INITIALIZE, {"Authorization": f"Bearer {token}", **headers})
+    assert response.status_code == status, response.text[:300]
+    if status != 200:
+        assert "mcp-session-id" not in response.headers
+    assert post(server, INITIALIZE, headers).status_code == 401  # the token comes first
+
+
+def test_an_oversized_body_gets_413_and_writes_nothing(server, token):
+    before = commit_count(server.served.path)
+    arguments = {"path": "/memories/huge-body.txt", "file_text": "x" * (MAX_REQUEST + 70_000)}
+    body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "create", "arguments": arguments}}
+    response = post(server, body, {"Authorization": f"Bearer {token}"})
+    assert response.status_code == 413
+    assert commit_count(server.served.path) == before
+    assert post(server, INITIALIZE, {"Authorization": f"Bearer {token}"}).status_code == 200  # still serving
+
+
+# -- the tools over HTTP -------------------------------------------------------------------
+
+
+def test_the_official_client_lists_and_calls_the_tools(server, token):
+    before = commit_count(server.served.path)
+    with server.session(token) as session:
+        assert session.init is not None
+        assert (session.init.instructions or "").startswith("IMPORTANT: ALWAYS VIEW YOUR MEMORY DIRECTORY")
+        tools = {tool.name: tool for tool in session.tools()}
+        assert sorted(tools) == NINE_TOOLS
+        assert tools["delete"].annotations is not None and tools["delete"].annotations.destructive_hint is True
+        path = "/memories/http/notes.txt"
+        assert session.call("create", {"path": path, "file_text": "one\n"}) == Result(
+            f"File created successfully at: {path}", False
+        )
+        assert session.call("create", {"path": path, "file_text": "again"}) == Result(
+            f"Error: File {path} already exists", True
+        )
+        assert session.call("insert", {"path": path, "insert_line": 1, "insert_text": "two\n"}) == Result(
+            f"The file {path} has been edited.", False
+        )
+        assert session.call("view", {"path": path}) == Result(
+            f"Here's the content of {path} with line numbers:\n     1\tone\n     2\ttwo", False
+        )
+        assert session.call("view", {"command": "delete", "path": path}).is_error
+        big = {"path": "/memories/http/big.txt", "file_text": "y" * 20_000}
+        size = len(json.dumps(big, ensure_ascii=False).encode("utf-8"))
+        assert session.call("create", big) == Result(
+            f"Error: the arguments are {size:,} bytes, over this memory server's limit of {MAX_REQUEST:,} bytes; "
+            "nothing was changed.",
+            True,
+        )
+        history = session.call("history", {"path": path})
+        assert not history.is_error
+        lines = history.text.splitlines()
+        assert len(lines) == 2
+        sessions = {line.split("  ")[3] for line in lines}
+        assert len(sessions) == 1
+        assert SESSION.fullmatch(sessions.pop())
+        assert {line.split("  ")[2] for line in lines} == {ACTOR}
+    assert commit_count(server.served.path) == before + 2
+
+
+def sse_messages(response: httpx2.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a response, sent as JSON or as server-sent events."""
+    if response.headers["content-type"].startswith("application/json"):
+        return [response.json()]
+    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+
+
+def test_a_version_written_over_http_names_the_mcp_session_id(server, token, hidden):
+    """The session trailer is ``mcp-<client name>-<first 12 characters of the mcp-session-id>``."""
+    auth = {"Authorization": f"Bearer {token}"}
+    opened = post(server, INITIALIZE, auth)
+    assert opened.status_code == 200
+    session_id = opened.headers["mcp-session-id"]
+    assert len(session_id) >= 12
+    headers = {**auth, "mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+    assert post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers).status_code == 202
+    path = "/memories/raw/by-id.txt"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "create", "arguments": {"path": path, "file_text": "raw\n"}},
+    }
+    response = post(server, body, headers)
+    assert response.status_code == 200
+    (message,) = sse_messages(response)
+    assert message["result"]["isError"] is False
+    assert message["result"]["content"] == [{"type": "text", "text": f"File created successfully at: {path}"}]
+    assert_clean(response.text, hidden)
+    with server.served.open() as vault:
+        (version,) = vault.history(path=path)
+    assert (version.actor, version.session) == (ACTOR, f"mcp-raw-{session_id[:12]}")
+    assert (version.id, ACTOR, f"mcp-raw-{session_id[:12]}") in commits(server.served.path)
+
+
+def test_two_clients_writing_at_once_lose_no_update(server, token, hidden):
+    """Two sessions at once, each creating, editing its own file and inserting
+    into one shared file: every acknowledged write is there after, one commit
+    each, and each session's commits carry its own session trailer."""
+    served = server.served
+    shared = "/memories/race/shared.txt"
+    with served.open() as vault:
+        VaultMemoryTool(vault, actor="setup").call({"command": "create", "path": shared, "file_text": "start\n"})
+    before = commit_count(served.path)
+    acknowledged: dict[str, list[tuple[str, dict[str, Any]]]] = {"a": [], "b": []}
+    refused: list[Result] = []
+    opened: list[str] = []
+
+    async def writer(tag: str, both_open: anyio.Event) -> None:
+        own = f"/memories/race/{tag}.txt"
+        calls: list[tuple[str, dict[str, Any]]] = [("create", {"path": own, "file_text": "count: 0\n"})]
+        for i in range(10):
+            calls.append(("insert", {"path": shared, "insert_line": 1, "insert_text": f"{tag} {i}\n"}))
+            calls.append(("str_replace", {"path": own, "old_str": f"count: {i}\n", "new_str": f"count: {i + 1}\n"}))
+            if i % 4 == 0:
+                calls.append(("create", {"path": f"/memories/race/{tag}-{i}.txt", "file_text": f"{tag} made {i}\n"}))
+        with anyio.fail_after(CLIENT_TIMEOUT):
+            async with http_session(server.url, token) as (session, _init):
+                opened.append(tag)
+                if len(opened) == 2:
+                    both_open.set()
+                await both_open.wait()  # both sessions are open before either writes
+                for name, arguments in calls:
+                    result = await call(session, name, arguments, hidden)
+                    if result.is_error:
+                        refused.append(result)
+                    else:
+                        acknowledged[tag].append((name, arguments))
+
+    async def both() -> None:
+        both_open = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(writer, "a", both_open)
+            group.start_soon(writer, "b", both_open)
+
+    anyio.run(both)
+    for result in refused:  # a refusal is a clean message, never a lost or half-made write
+        assert result.text.startswith("Error: "), result
+    acks = acknowledged["a"] + acknowledged["b"]
+    assert len(acks) >= 20
+    assert commit_count(served.path) == before + len(acks)
+
+    with served.open() as vault:
+        shared_lines = vault.read(shared).splitlines()
+        assert shared_lines[0] == "start"
+        inserted = sorted(args["insert_text"].strip() for name, args in acks if name == "insert")
+        assert sorted(shared_lines[1:]) == inserted
+        for tag in ("a", "b"):
+            edits = sum(1 for name, _args in acknowledged[tag] if name == "str_replace")
+            assert vault.read(f"/memories/race/{tag}.txt") == f"count: {edits}\n"
+        made = [args for name, args in acks if name == "create" and "-" in Path(args["path"]).name]
+        for args in made:
+            assert vault.read(args["path"]) == args["file_text"]
+        report = vault.verify()
+        assert report.ok, report.problems
+        owners = {tag: {v.session for v in vault.history(path=f"/memories/race/{tag}.txt")} for tag in ("a", "b")}
+
+    race = commits(served.path)[: len(acks)]
+    assert {author for _c, author, _s in race} == {ACTOR}
+    by_session: dict[str, int] = {}
+    for _commit, _author, session in race:
+        by_session[session] = by_session.get(session, 0) + 1
+    assert len(by_session) == 2
+    assert all(SESSION.fullmatch(session) for session in by_session), by_session
+    assert len(owners["a"]) == 1 and len(owners["b"]) == 1 and owners["a"] != owners["b"]
+    for tag in ("a", "b"):
+        (session,) = owners[tag]
+        assert by_session[session] == len(acknowledged[tag])
+
+
+def test_the_server_log_holds_no_traceback(server, token):
+    """Refusals, limits and wrong tokens above are answers, not failures of the server."""
+    with server.session(token) as session:
+        assert session.call("delete", {"path": "/memories"}).is_error
+    assert "Traceback" not in server.log_text()
