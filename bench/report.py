@@ -645,7 +645,7 @@ ELSEWHERE = [
     "- [signing-speed.md](signing-speed.md): what signing adds to a `create` (quiet and busy, paired calls), one",
     "  signature, and `verify` of 100,000 signed commits (`python bench/signing.py`).",
     "- [mcp-speed.md](mcp-speed.md): a round trip of each memory command over MCP's stdio and streamable HTTP",
-    "  against a direct `VaultMemoryTool.call` in the same run (`python bench/mcp.py`).",
+    "  against a direct `VaultMemoryTool.call` in the same run (`python bench/mcp_speed.py`).",
 ]
 
 

@@ -59,7 +59,7 @@ REQUIRED = {
 MAX_REQUEST = 10_000  # --max-request-bytes of the shared server
 SESSION = re.compile(rf"mcp-{CLIENT}-[A-Za-z0-9_-]{{12}}")
 HISTORY_LINE = re.compile(
-    r"(?P<id>[0-9a-f]{12})  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC  (?P<actor>\S+)  (?P<session>\S+)  (?P<what>.+)"
+    r"(?P<id>[0-9a-f]{12})  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  (?P<actor>\S+)  (?P<session>\S+)  (?P<what>.+)"
 )
 
 

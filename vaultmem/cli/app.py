@@ -1418,15 +1418,18 @@ def _mcp_parser(commands: _Commands) -> None:
 
 def _mcp(vault: Vault, args: argparse.Namespace) -> int:
     try:
+        import anyio
+
         from vaultmem.mcp import web as mcp_http
-        from vaultmem.mcp.server import MemoryServer
+        from vaultmem.mcp.server import MemoryServer, serve_stdio
     except ImportError as err:
         raise UsageError(f"vaultmem mcp needs the mcp extra: pip install 'vaultmem[mcp]' ({err}).") from err
     if not 0 < args.port < 65536:
         raise UsageError("--port must be between 1 and 65535.")
     memory = MemoryServer(vault, actor=args.actor, read_only=args.read_only, max_request_bytes=args.max_request_bytes)
+    sys.setswitchinterval(0.0005)  # the event loop answers sooner when a write's background work holds the GIL
     if not args.http:
-        memory.build().run("stdio")
+        anyio.run(serve_stdio, memory.build())
         return 0
     token = os.environ.get(mcp_http.ENV_TOKEN)
     token_file = (

@@ -17,8 +17,10 @@ and its traceback goes to the server's log (standard error).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import os
 import re
 import secrets
 import threading
@@ -27,6 +29,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools.base import Tool
+from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 
@@ -325,7 +328,7 @@ class MemoryServer:
             for v in versions:
                 where = " -> ".join(v.paths) if v.command == "rename" else ", ".join(v.paths)
                 lines.append(
-                    f"{v.id[:12]}  {v.time.strftime('%Y-%m-%d %H:%M:%S')} UTC  {v.actor}  {v.session or '-'}  "
+                    f"{v.id[:12]}  {v.time.strftime('%Y-%m-%dT%H:%M:%SZ')}  {v.actor}  {v.session or '-'}  "
                     f"{v.command} {where}"
                 )
             return "\n".join(lines)
@@ -333,3 +336,83 @@ class MemoryServer:
             return self.vault.read(arguments["path"], at=arguments["version"])
         diff = self.vault.diff(arguments["from_version"], arguments.get("to_version"), arguments.get("path"))
         return diff or "No changes."
+
+
+# -- stdio without a thread per line ------------------------------------------------------
+
+
+class _PipeLines:
+    """Standard input as the lines of an asyncio pipe (the SDK's own stdio
+    reads each line in a worker thread, a thread hop per message).  A
+    request the SDK could not parse would get no answer at all, and its
+    client would wait until it gave up: one holding text that is not
+    Unicode (a lone surrogate escape) is answered here with an error."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: _PipeWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await self.reader.readline()
+            if not line:
+                raise StopAsyncIteration
+            text = line.decode("utf-8", "replace")
+            refused = _not_unicode(text)
+            if refused is None:
+                return text
+            await self.writer.write(json.dumps(refused) + "\n")
+
+
+def _not_unicode(text: str) -> dict[str, Any] | None:
+    """The error answering a request whose strings are not Unicode, or None."""
+    if "\\ud" not in text.lower():  # only an escape can carry a lone surrogate
+        return None
+    try:
+        message = json.loads(text)
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        ident = message.get("id") if isinstance(message, dict) else None
+        error = {"code": -32602, "message": "Error: the request holds text that is not Unicode (a lone surrogate)."}
+        return {"jsonrpc": "2.0", "id": ident, "error": error}
+    except ValueError:
+        return None  # not JSON: the SDK answers that itself
+    return None
+
+
+class _PipeWriter:
+    """Standard output written whole, line by line, from the event loop."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def write(self, text: str) -> None:
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            try:
+                data = data[os.write(self.fd, data) :]
+            except BlockingIOError:  # the client reads slowly: wait for room
+                await asyncio.sleep(0.001)
+
+    async def flush(self) -> None:
+        return None
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve ``server`` on this process's standard input and output."""
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    if lowlevel is None:  # another version of the SDK: its own stdio
+        await server.run_stdio_async()
+        return
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**31 - 1)
+    stdin = os.fdopen(os.dup(0), "rb", buffering=0)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+    out = os.dup(1)
+    os.dup2(2, 1)  # stray output of any library lands on standard error, never on the wire
+    writer = _PipeWriter(out)
+    async with stdio_server(stdin=_PipeLines(reader, writer), stdout=writer) as (read, write):  # type: ignore[arg-type]
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())

@@ -1,0 +1,146 @@
+"""The client setups docs/mcp.md gives, run as written: the command Claude
+Code is told to start, and the server Claude Desktop's JSON block names,
+each reached by the official MCP client over stdio.  Also a request the SDK
+cannot parse (text that is not Unicode) gets an answer instead of silence."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import select
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import Implementation
+
+from vaultmem import Vault, generate_key
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+TIMEOUT = 60
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+
+
+@pytest.fixture
+def keyed_vault(tmp_path: Path) -> tuple[Path, Path]:
+    """A vault and its key file (mode 0600), as the doc's install block makes them."""
+    key_file = tmp_path / "agent.vault.key"
+    key_file.write_text(generate_key() + "\n")
+    key_file.chmod(0o600)
+    Vault.init(tmp_path / "agent.vault", key_file=key_file).close()
+    return tmp_path / "agent.vault", key_file
+
+
+def server_env(home: Path) -> dict[str, str]:
+    """What a client gives the server: no key in the environment, a home of its own."""
+    return {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+
+
+async def use(command: str, args: list[str], env: dict[str, str]) -> tuple[list[str], str, str]:
+    """Start the server as a client would; the tools it lists, a write's result, and the history."""
+    params = StdioServerParameters(command=command, args=args, env=env)
+    client = Implementation(name="claude-code", version="1")
+    async with stdio_client(params) as (read, write), ClientSession(read, write, client_info=client) as s:
+        await s.initialize()
+        tools = [t.name for t in (await s.list_tools()).tools]
+        wrote = await s.call_tool("create", {"path": "/memories/setup.md", "file_text": "set up\n"})
+        history = await s.call_tool("history", {})
+        assert not wrote.is_error and not history.is_error
+        return tools, wrote.content[0].text, history.content[0].text  # type: ignore[union-attr]
+
+
+def vaultmem_program() -> str:
+    found = shutil.which("vaultmem")
+    assert found is not None, "the vaultmem command is not installed on PATH"
+    return found
+
+
+def test_the_claude_code_command_starts_a_working_server(keyed_vault: tuple[Path, Path], tmp_path: Path) -> None:
+    vault, key_file = keyed_vault
+    line = next(b for b in blocks("text") if b.startswith("claude mcp add vaultmem -- ")).strip()
+    command = shlex.split(line.split(" -- ", 1)[1].replace("~/agent.vault", str(vault.parent / "agent.vault")))
+    assert command[:2] == ["vaultmem", "mcp"] and str(key_file) in command
+    tools, wrote, history = asyncio.run(
+        asyncio.wait_for(use(vaultmem_program(), command[1:], server_env(tmp_path)), TIMEOUT)
+    )
+    assert tools == ["view", "create", "str_replace", "insert", "delete", "rename", "history", "read_version", "diff"]
+    assert wrote == "File created successfully at: /memories/setup.md"
+    assert re.search(r"  claude  mcp-claude-code-[0-9a-f]{12}  create /memories/setup\.md$", history)
+
+
+def test_the_claude_desktop_block_starts_a_working_server(keyed_vault: tuple[Path, Path], tmp_path: Path) -> None:
+    vault, key_file = keyed_vault
+    config = json.loads(next(b for b in blocks("json") if '"mcpServers"' in b))
+    entry = config["mcpServers"]["vaultmem"]
+    assert Path(entry["command"]).name == "vaultmem"  # a full path, as Claude Desktop needs
+    args = [
+        a.replace("/Users/ada/agent.vault.key", str(key_file)).replace("/Users/ada/agent.vault", str(vault))
+        for a in entry["args"]
+    ]
+    assert args[0] == "mcp" and str(vault) in args and str(key_file) in args
+    env = {**server_env(tmp_path), **entry.get("env", {})}
+    tools, wrote, _ = asyncio.run(asyncio.wait_for(use(vaultmem_program(), args, env), TIMEOUT))
+    assert "create" in tools and wrote == "File created successfully at: /memories/setup.md"
+
+
+def test_text_that_is_not_unicode_is_answered_and_the_server_goes_on(
+    keyed_vault: tuple[Path, Path], tmp_path: Path
+) -> None:
+    vault, key_file = keyed_vault
+    server = subprocess.Popen(
+        [vaultmem_program(), "mcp", "--vault", str(vault), "--key-file", str(key_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=server_env(tmp_path),
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(text: str) -> None:
+        assert server.stdin is not None
+        server.stdin.write(text.encode() + b"\n")
+        server.stdin.flush()
+
+    def answer() -> dict[str, object]:
+        assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], TIMEOUT)
+        assert ready, "the server did not answer"
+        return json.loads(server.stdout.readline())
+
+    try:
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
+        assert answer()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        arguments = '{"path": "/memories/a\\ud800.txt", "file_text": "x"}'  # a lone surrogate, escaped
+        call = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "create", "arguments": '
+        send(call + arguments + "}}")
+        refused = answer()
+        assert refused["id"] == 2 and "not Unicode" in refused["error"]["message"]  # type: ignore[index]
+        send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {"name": "view", "arguments": {"path": "/memories"}},
+                }
+            )
+        )
+        listed = answer()
+        assert listed["id"] == 3 and "0B\t/memories" in listed["result"]["content"][0]["text"]  # type: ignore[index]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
