@@ -39,6 +39,7 @@ from vaultmem import VaultMemoryTool
 
 MAX_REQUEST = 10_000  # --max-request-bytes of the module's server; bodies over it + 64 KiB get 413
 ALLOWED_ORIGIN = "https://console.example.com"
+ALLOWED_HOST = "vault.internal.example:443"
 SESSION = re.compile(rf"mcp-{CLIENT}-[A-Za-z0-9_-]{{12}}")
 NINE_TOOLS = ["create", "delete", "diff", "history", "insert", "read_version", "rename", "str_replace", "view"]
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -60,7 +61,7 @@ def hidden(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
 def server(tmp_path_factory: pytest.TempPathFactory, hidden: tuple[str, ...]) -> Iterator[HttpServer]:
     """One HTTP server for this module, its token in the default token file."""
     served = Served.make(tmp_path_factory.mktemp("mcp-http"), hidden)
-    options = ("--max-request-bytes", str(MAX_REQUEST), "--allow-origin", ALLOWED_ORIGIN)
+    options = ("--max-request-bytes", str(MAX_REQUEST), "--allow-origin", ALLOWED_ORIGIN, "--allow-host", ALLOWED_HOST)
     with HttpServer(served, *options) as running:
         yield running
 
@@ -199,6 +200,8 @@ def test_a_short_environment_token_is_refused_before_serving(tmp_path, hidden):
         ({"Origin": "null"}, 403),
         ({"Host": "evil.example"}, 421),
         ({"Host": "evil.example:80"}, 421),
+        ({"Host": "vault.internal.example:8443"}, 421),  # the allowed name, another port
+        ({"Host": ALLOWED_HOST}, 200),  # the name a proxy or a remote client reaches it by
         ({}, 200),
         ({"Origin": ALLOWED_ORIGIN}, 200),
         ({"Origin": "http://127.0.0.1:PORT"}, 200),

@@ -1401,6 +1401,14 @@ def _mcp_parser(commands: _Commands) -> None:
         "; VAULTMEM_MCP_TOKEN gives it instead)",
     )
     mcp.add_argument(
+        "--allow-host",
+        metavar="HOST",
+        action="append",
+        default=[],
+        help="with --http: also accept requests whose Host is HOST (name:port, or name:* for any port), the name "
+        "clients or a proxy reach it by; repeatable",
+    )
+    mcp.add_argument(
         "--allow-origin",
         metavar="URL",
         action="append",
@@ -1445,6 +1453,7 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         origins=args.allow_origin,
+        hosts=args.allow_host,
         max_request_bytes=args.max_request_bytes,
     )
     where = "VAULTMEM_MCP_TOKEN" if os.environ.get(mcp_http.ENV_TOKEN) else str(token_file)

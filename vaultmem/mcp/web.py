@@ -88,14 +88,23 @@ class BearerToken:
 
 
 def http_app(
-    server: MCPServer, *, token: str, host: str, port: int, origins: Sequence[str], max_request_bytes: int
+    server: MCPServer,
+    *,
+    token: str,
+    host: str,
+    port: int,
+    origins: Sequence[str],
+    max_request_bytes: int,
+    hosts: Sequence[str] = (),
 ) -> ASGIApp:
     """The ASGI app ``vaultmem mcp --http`` serves: the server's streamable
-    HTTP endpoint at ``/mcp`` behind the token, Host and Origin checks."""
-    hosts = [f"{host}:{port}", f"{host}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"]
+    HTTP endpoint at ``/mcp`` behind the token, Host and Origin checks.
+    ``hosts`` are more ``Host`` values to accept (``name:port`` or
+    ``name:*``): the names clients on other hosts, or a proxy, reach it by."""
+    allowed_hosts = [*hosts, f"{host}:{port}", f"{host}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"]
     allowed_origins = [*origins, f"http://{host}:{port}", "http://127.0.0.1:*", "http://localhost:*"]
     security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=allowed_origins
+        enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
     )
     app = server.streamable_http_app(
         streamable_http_path=PATH,
