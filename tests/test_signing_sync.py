@@ -21,6 +21,7 @@ from conftest import FakeClock, commit_count, git
 from githttp import git_http
 
 from vaultmem import ConflictError, NotFoundError, SigningError, SigningKey, Vault, VaultMemoryTool, generate_key
+from vaultmem.repo.signed import write_signers
 
 BRANCHES = (
     "refs/heads/main",
@@ -305,3 +306,25 @@ def test_main_moved_back_on_the_server_shows_in_a_fresh_clone(site: Site, tmp_pa
     kinds = [f.kind for f in report.findings]
     assert kinds == ["checkpoint"], report.findings
     assert made.head[:12] in report.findings[0].detail
+
+
+def test_a_signers_change_no_operator_signed_is_refused_by_a_pull(site: Site, tmp_path: Path) -> None:
+    """Someone with the vault key alone adds their own key as an operator, on
+    a clone of their own, and pushes it: every other clone refuses the pull."""
+    first = site.first
+    first.push()
+    second = site.clone(tmp_path / "second.vault")
+    evil = site.clone(tmp_path / "evil.vault")
+    mallory = SigningKey.generate()
+    site.clock.advance(5)
+    now = int(site.clock.now)
+    forged = evil.signers.add("mallory", mallory.public, now=now, by="mallory", operator=True)
+    with evil._lock.hold():  # the library would refuse: written as an attacker would, sealed and self-signed
+        write_signers(evil._commits, evil._seal, mallory.sign, forged, "signers: add mallory", [], "mallory", None, now)
+    evil.push()
+    before = refs(second)
+    with pytest.raises(ConflictError, match="has a change no operator signed") as refused:
+        second.pull(actor="ops")
+    assert "nothing was changed" in str(refused.value)
+    assert refs(second) == before
+    assert [s.principal for s in second.signers.entries] == ["ops", "bot", "sync-b"]

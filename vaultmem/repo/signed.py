@@ -166,11 +166,14 @@ def read_signers(repo: pygit2.Repository, keyring: Keyring) -> tuple[Signers, st
     return Signers.from_bytes(_blob_at(repo, target, SIGNERS_FILE)), str(target)
 
 
-def signers_problems(repo: pygit2.Repository, keyring: Keyring) -> list[tuple[str, str, str]]:
-    """Each commit of the signers branch, oldest first, must be sealed and
-    signed by an operator of the list before it (the first: by an operator
-    it adds itself).  Returns (commit, kind, detail) for each that is not."""
-    target = _target(repo, SIGNERS_REF)
+def signers_problems(
+    repo: pygit2.Repository, keyring: Keyring, tip: pygit2.Oid | None = None
+) -> list[tuple[str, str, str]]:
+    """Each commit of the signers branch (or of the history ending at
+    ``tip``, a pull's), oldest first, must be sealed and signed by an
+    operator of the list before it (the first: by an operator it adds
+    itself).  Returns (commit, kind, detail) for each that is not."""
+    target = tip if tip is not None else _target(repo, SIGNERS_REF)
     if target is None:
         return []
     chain: list[pygit2.Oid] = []

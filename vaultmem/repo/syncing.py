@@ -36,7 +36,7 @@ from vaultmem.repo import remotes as sharing
 from vaultmem.repo.engine import MAIN, Clock, _check_label
 from vaultmem.repo.keys import SHADOWS_REF, write_keyring
 from vaultmem.repo.shredding import Shredding
-from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF, merge_checkpoints
+from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF, merge_checkpoints, signers_problems
 from vaultmem.repo.verify import Progress
 
 
@@ -221,6 +221,16 @@ class Syncing(Shredding):
                     assert theirs is not None
                     sharing.check_commits(repo, local, theirs, keyring)
                     steps[ref] = (step, local, theirs)
+                if ref == SIGNERS_REF and step != "none":
+                    assert theirs is not None
+                    unsigned = signers_problems(repo, keyring, theirs)
+                    if unsigned:
+                        bad, kind, detail = unsigned[0]
+                        raise ConflictError(
+                            f"Error: the signers list on {remote!r} has a change no operator signed (commit "
+                            f"{bad[:12]}, {kind}: {detail}); nothing was changed. Ask an operator of that server "
+                            "to move its vaultmem-signers branch back to its last good commit."
+                        )
             policy_merge = None
             if steps.get(policy_mod.POLICY_REF, ("",))[0] == "merge":
                 _, local, theirs = steps[policy_mod.POLICY_REF]
