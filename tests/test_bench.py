@@ -805,6 +805,19 @@ def test_the_signing_bench_times_signed_writes_and_verify_and_gives_verdicts(tmp
     assert "signatures counted" in rows[2][1]
 
 
+def test_the_mcp_bench_times_every_command_over_stdio_and_http_and_gives_verdicts(tmp_path: Path) -> None:
+    page = quick_page("mcp_speed.py", "mcp-speed.md", tmp_path)
+    targets = page.split("## Targets", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip().strip("*") for cell in line.split("|")[1:-1]] for line in targets.splitlines()]
+    rows = [row for row in rows if row and row[0].startswith("stdio adds under 1 ms")]
+    assert [row[0].rsplit(", ", 1)[1] for row in rows] == ["quiet disk", "busy disk"]
+    assert all(row[-1] in ("met", "missed") for row in rows)
+    for command in ("view", "create", "str_replace", "insert", "delete", "rename"):
+        timed = [line for line in page.splitlines() if line.startswith(f"| {command} |")]
+        assert len(timed) >= 2, command  # a row for each disk
+        assert all(float(line.split("|")[4].replace(",", "")) > 0 for line in timed)  # stdio p50, µs
+
+
 def test_the_benchmarks_page_repeats_the_erasure_pages_targets() -> None:
     page = "# Erasure speed\n\nsome text\n\n## find\n\ntext\n\n| a | b |\n|---|---|\n| quiet | met |\n"
     lines = erasure_tables(page)
