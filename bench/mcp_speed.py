@@ -5,24 +5,29 @@ against the same call made directly with ``VaultMemoryTool.call``.
     python bench/mcp_speed.py [--rounds 5] [--calls 100] [--files 1000] [--out docs]   # writes docs/mcp-speed.md
     python bench/mcp_speed.py --quick --out /tmp/x     # small sizes, to check the benchmark (under 30 s)
 
-**The paths.** Four vaults, each an ``import`` of the same ``--files`` files
+**The paths.** Six vaults, each an ``import`` of the same ``--files`` files
 (1.4 KB each, in 20 folders).  One asyncio loop in this process holds:
 
 - direct: a ``VaultMemoryTool`` (actor ``claude``) on vault A, called in the loop;
 - stdio: an MCP ``ClientSession`` over ``stdio_client`` to a ``vaultmem mcp --vault B``
   subprocess (``python -m vaultmem``, the key in ``VAULTMEM_KEY``);
-- HTTP: an MCP ``ClientSession`` over ``streamable_http_client`` to a ``vaultmem mcp
-  --http --port P --vault C`` subprocess on 127.0.0.1, with the bearer token the server
-  wrote to C's token file;
-- control: a second ``VaultMemoryTool`` on vault D, called like the direct one.
+- control: a second ``VaultMemoryTool`` on vault D, called like the direct one;
+- and for the HTTP phase, the same three on vaults of their own: direct on E,
+  an MCP ``ClientSession`` over ``streamable_http_client`` to a ``vaultmem mcp
+  --http --port P --vault C`` subprocess on 127.0.0.1 (with the bearer token
+  the server wrote to C's token file), control on F.
 
-Each call is made on the four paths one right after the other, the first
-path rotating from call to call, so a drift in the machine hits them all
-alike; its wall time is taken around ``tool.call(params)`` or ``await
+**Phases.** For each command, the stdio phase's three paths are called, then
+the HTTP phase's: a server's background work after a write (files made
+ahead, pack merges) runs while that phase's own calls go on, never inside
+the other transport's calls, on a machine of two CPUs.  Within a phase each
+call is made on its paths one right after the other, the first path rotating
+from call to call, so a drift in the machine hits them all alike; its wall
+time is taken around ``tool.call(params)`` or ``await
 session.call_tool(name, arguments)`` (time.perf_counter).  Every call must
-succeed (no ``is_error``) and return the same text on all four paths, or the
-run stops; at the end, each served vault must hold as many versions as the
-direct one, all by the server's actor in one session ``mcp-bench-...``.
+succeed (no ``is_error``) and return the same text on all of a phase's paths,
+or the run stops; at the end, each served vault must hold as many versions
+as the direct one, all by the server's actor in one session ``mcp-bench-...``.
 
 **The commands.** A round makes ``--calls`` calls of each command, in this
 order: ``view`` of a file, ``create`` of a new file, ``str_replace`` and
@@ -39,7 +44,7 @@ benchmarks.md.
 transport and the SDK on both ends, with no tool and no vault.
 
 **Reported**, per command and disk: each path's p50 and p99 (pooled over the
-rounds), what MCP adds at p50 (its p50 minus the direct p50, with the lowest
+rounds), what MCP adds at p50 (its p50 minus its phase's direct p50, with the lowest
 and highest of the same difference within each round) and the ratio of the
 p50s.  Target: stdio adds under 1 ms at p50, for every command.
 
@@ -98,7 +103,9 @@ COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")  # th
 RUN_ORDER = ("view", "create", "str_replace", "insert", "rename", "delete")  # a file is created, renamed, deleted
 CALLS = {"view": "view file"}  # bench/measure.py's name of a call, where it differs
 DIRECT, STDIO, HTTP, CONTROL = "direct", "stdio", "HTTP", "control"
-PATHS = (DIRECT, STDIO, HTTP, CONTROL)
+DIRECT_H, CONTROL_H = "direct (HTTP phase)", "control (HTTP phase)"
+PATHS = (DIRECT, STDIO, HTTP, CONTROL, DIRECT_H, CONTROL_H)
+BASELINE = {STDIO: DIRECT, HTTP: DIRECT_H, CONTROL: DIRECT}  # each path's direct call, in its own phase
 QUIET, BUSY = "quiet", "busy"
 PING = "ping"
 CPU_PRESSURE = Path("/proc/pressure/cpu")
@@ -288,11 +295,12 @@ class Round:
     waited: float | None  # seconds in which some task waited for a CPU
 
 
-async def run_round(paths: Sequence[Route], tag: str, count: int, first: int, files: int) -> Samples:
-    """``count`` pings on each MCP path, then ``count`` calls of each
-    command; each call is made on every path in turn, the first path
-    rotating.  The ``i``-th edit or view goes to file ``first + i`` (modulo
-    ``files``)."""
+async def run_round(phases: Sequence[Sequence[Route]], tag: str, count: int, first: int, files: int) -> Samples:
+    """``count`` pings on each MCP path, then, phase by phase, ``count``
+    calls of each command; within a phase each call is made on every path
+    in turn, the first path rotating.  The ``i``-th edit or view goes to
+    file ``first + i`` (modulo ``files``)."""
+    paths = [p for phase in phases for p in phase]
     taken: Samples = {command: {p.name: [] for p in paths} for command in COMMANDS}
     remotes = [p for p in paths if isinstance(p, Remote)]
     taken[PING] = {p.name: [] for p in remotes}
@@ -301,23 +309,24 @@ async def run_round(paths: Sequence[Route], tag: str, count: int, first: int, fi
         for remote in (*remotes[turn:], *remotes[:turn]):
             taken[PING][remote.name].append(await remote.ping())
     for command in RUN_ORDER:
-        for i in range(count):
-            call = make_call(CALLS.get(command, command), tag, i, first + i, files)
-            turn = i % len(paths)
-            texts: dict[str, str] = {}
-            for path in (*paths[turn:], *paths[:turn]):
-                elapsed, text = await path.call(call.params)
-                if not text.startswith(call.expect):
-                    raise BenchError(f"{path.name}: {call.params} returned {text!r}, expected {call.expect!r}")
-                taken[command][path.name].append(elapsed)
-                texts[path.name] = text
-            if len(set(texts.values())) != 1:
-                raise BenchError(f"{call.params} returned different texts on the paths: {texts}")
+        for phase in phases:
+            for i in range(count):
+                call = make_call(CALLS.get(command, command), tag, i, first + i, files)
+                turn = i % len(phase)
+                texts: dict[str, str] = {}
+                for path in (*phase[turn:], *phase[:turn]):
+                    elapsed, text = await path.call(call.params)
+                    if not text.startswith(call.expect):
+                        raise BenchError(f"{path.name}: {call.params} returned {text!r}, expected {call.expect!r}")
+                    taken[command][path.name].append(elapsed)
+                    texts[path.name] = text
+                if len(set(texts.values())) != 1:
+                    raise BenchError(f"{call.params} returned different texts on the paths: {texts}")
     return taken
 
 
 async def all_rounds(
-    paths: Sequence[Route],
+    paths: Sequence[Sequence[Route]],
     rounds: int,
     calls: int,
     warmup: int,
@@ -387,15 +396,16 @@ def row(rounds: Sequence[Round], command: str) -> Row:
     p50 = {p: Spread(statistics.median(pooled[p]), min(medians[p]), max(medians[p])) for p in PATHS}
     added = {}
     for p in (STDIO, HTTP, CONTROL):
-        within = [m - d for m, d in zip(medians[p], medians[DIRECT], strict=True)]
-        added[p] = Spread(p50[p].value - p50[DIRECT].value, min(within), max(within))
+        base = BASELINE[p]
+        within = [m - d for m, d in zip(medians[p], medians[base], strict=True)]
+        added[p] = Spread(p50[p].value - p50[base].value, min(within), max(within))
     return Row(
         command,
         len(pooled[DIRECT]),
         p50,
         {p: percentile(pooled[p], 99) for p in PATHS},
         added,
-        {p: p50[p].value / p50[DIRECT].value for p in (STDIO, HTTP, CONTROL)},
+        {p: p50[p].value / p50[BASELINE[p]].value for p in (STDIO, HTTP, CONTROL)},
     )
 
 
@@ -528,9 +538,12 @@ def render(results: Results) -> str:
         f"Each command through the three paths on vaults of {results.files:,} files: `VaultMemoryTool.call` in",
         "the benchmark's process (direct), the official MCP client to a `vaultmem mcp` subprocess over",
         f"stdio, and to a `vaultmem mcp --http` subprocess over streamable HTTP on 127.0.0.1 (protocol {protocols}),",
-        f"call by call, the first path rotating; {results.rounds} round(s) x {results.calls} calls per command and",
-        f'disk after {results.warmup} warm-up calls, quiet and busy rounds alternating. µs; "adds" is the path\'s',
-        "p50 minus the direct p50, and in brackets the lowest and highest of the rounds' own values.",
+        "call by call, the first path rotating. Each transport has a phase of its own, with a direct call and a",
+        "control call on vaults of its own: the other server's work after its writes stays out of its calls",
+        f"(HTTP adds is measured against the HTTP phase's direct p50). {results.rounds} round(s) x",
+        f"{results.calls} calls per command, phase and disk after {results.warmup} warm-up calls, quiet and busy",
+        "rounds alternating. µs; \"adds\" is the path's p50 minus its phase's direct p50, and in brackets the lowest",
+        "and highest of the rounds' own values.",
     ]
     for found in results.disks:
         lines += [
@@ -571,7 +584,7 @@ def render(results: Results) -> str:
         "",
         "## The machine's noise",
         "",
-        "In the same calls, a fourth path: `VaultMemoryTool.call` again, on another vault built alike",
+        "In the stdio phase's calls, a third path: `VaultMemoryTool.call` again, on another vault built alike",
         "(control). Its p50 minus the direct p50 is the difference this machine shows between two",
         "identical calls: an added latency inside it is not measurable here. µs, with the rounds' own",
         "values in brackets.",
@@ -651,13 +664,15 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
     key = generate_key()
     source = work / "source"
     write_memory_folder(source, args.files)
-    log(f"four vaults of {args.files:,} files")
-    vaults = {name: build(work, name, key, source, args.files) for name in "ABCD"}
+    log(f"six vaults of {args.files:,} files")
+    vaults = {name: build(work, name, key, source, args.files) for name in "ABCDEF"}
     os.sync()
     with contextlib.ExitStack() as stack:
         errlog = stack.enter_context(open(work / "servers.log", "w", encoding="utf-8"))
         direct = Direct(DIRECT, stack.enter_context(Vault.open(vaults["A"], key=key)))
         control = Direct(CONTROL, stack.enter_context(Vault.open(vaults["D"], key=key)))
+        direct_h = Direct(DIRECT_H, stack.enter_context(Vault.open(vaults["E"], key=key)))
+        control_h = Direct(CONTROL_H, stack.enter_context(Vault.open(vaults["F"], key=key)))
         url, token = stack.enter_context(http_server(vaults["C"], key, errlog))
         async with contextlib.AsyncExitStack() as sessions:
             stdio = Remote(STDIO, await sessions.enter_async_context(stdio_session(vaults["B"], key, errlog)))
@@ -670,7 +685,7 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
                 f"of each command on each path"
             )
             rounds, results.writers = await all_rounds(
-                (direct, stdio, http, control),
+                ((direct, stdio, control), (direct_h, http, control_h)),
                 args.rounds,
                 args.calls,
                 args.warmup,
