@@ -582,3 +582,35 @@ def test_each_signing_commands_help_has_an_example(op: Operator, command: str) -
     example = text.split("\nexample:\n", 1)[1].strip().splitlines()[0].strip()
     assert example.startswith(f"vaultmem {command}")
     assert "--signing-key" in text
+
+
+def test_signer_new_with_passphrase_reads_it_from_a_pipe_and_refuses_a_weak_one(signed: Operator) -> None:
+    op = signed
+    words = "correct horse battery staple"
+    done = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "signer", "new", "dora", "--passphrase", "--json"],
+        input=words + "\n",
+        capture_output=True,
+        text=True,
+        env=op.env(),
+        cwd=op.home,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["passphrase"] is True
+    for given, works in (("", False), (words, True)):
+        opened = subprocess.run(
+            ["ssh-keygen", "-y", "-P", given, "-f", str(op.home / "dora.key")], capture_output=True, text=True
+        )
+        assert (opened.returncode == 0) is works, (given, opened.stderr)
+    weak = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "signer", "new", "eve", "--passphrase"],
+        input="short\n",
+        capture_output=True,
+        text=True,
+        env=op.env(),
+        cwd=op.home,
+        check=False,
+    )
+    assert weak.returncode == 2 and "too weak" in weak.stderr
+    assert not (op.home / "eve.key").exists() and not (op.home / "eve.key.pub").exists()

@@ -10,6 +10,7 @@ a passphrase opens with ``--signing-passphrase-file FILE`` or
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import sys
 from datetime import datetime, timezone
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from vaultmem.cli.render import print_json, short
-from vaultmem.core.crypto import read_passphrase_file
+from vaultmem.core.crypto import check_new_passphrase, read_passphrase_file
 from vaultmem.core.signers import Signer, Signers, check_principal, show_time
 from vaultmem.core.signing import ENV_SIGNING_KEY, ENV_SIGNING_PASSPHRASE, PublicKey, SigningKey, resolve_signing_key
 from vaultmem.core.versions import parse_when
@@ -89,6 +90,7 @@ def add_parsers(commands: _Commands) -> None:
     new.add_argument(
         "--new-passphrase-file", metavar="FILE", help="protect the key with the first line of FILE (mode 0600)"
     )
+    # --passphrase (every command's option) asks for one here: typed twice, or a pipe's first line
     _json(new)
 
     add = subs.add_parser("add", help="let NAME sign with the public key in KEY (an operator's signed change)")
@@ -156,6 +158,8 @@ def signer_new(args: argparse.Namespace) -> int:
         passphrase = read_passphrase_file(args.new_passphrase_file)
     elif os.environ.get(ENV_SIGNING_PASSPHRASE):
         passphrase = os.environ[ENV_SIGNING_PASSPHRASE]
+    elif getattr(args, "passphrase", False):  # `signer new --passphrase`: asked for, as `init --passphrase` asks
+        passphrase = _new_passphrase(args.name)
     key = SigningKey.generate()
     line = key.save(out, passphrase, comment=args.name)
     if args.json:
@@ -174,6 +178,24 @@ def signer_new(args: argparse.Namespace) -> int:
         print(f"  {line}")
         print(f"An operator adds it with: vaultmem signer add {args.name} {out}.pub")
     return 0
+
+
+def _new_passphrase(name: str) -> str:
+    """A new key's passphrase: typed twice at a terminal, else the first line of standard input."""
+    if not sys.stdin.isatty():
+        line = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+        if not line:
+            raise BadKeyError("Error: no passphrase on standard input: its first line is read as the passphrase.")
+        check_new_passphrase(line)
+        return line
+    try:
+        first = getpass.getpass(f"New passphrase for {name}'s signing key: ")
+        check_new_passphrase(first)
+        if getpass.getpass("Repeat the passphrase: ") != first:
+            raise BadKeyError("Error: the two passphrases differ; nothing was written.")
+    except EOFError as err:
+        raise BadKeyError("Error: no passphrase given; nothing was written.") from err
+    return first
 
 
 def _read_public(text: str) -> PublicKey:
