@@ -8,6 +8,7 @@ key; the very first change is an operator adding themself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -280,12 +281,10 @@ class Signing(Engine):
             with_count = pygit2.Oid(raw=self._count[0])
             if with_count == head:
                 return self._count[1]
-            try:
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):  # gone: count from scratch
                 if self.repo.descendant_of(head, with_count):
                     walker.hide(with_count)
                     known = self._count[1]
-            except (KeyError, ValueError, pygit2.GitError):
-                pass
         count = known + sum(1 for _ in walker)
         self._count = (head.raw, count)
         return count
