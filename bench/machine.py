@@ -40,11 +40,15 @@ def mount_of(folder: Path, mounts: str) -> tuple[str, str, str, str] | None:
     return best
 
 
-def io_pressure() -> str | None:
+CPU_PRESSURE = Path("/proc/pressure/cpu")
+
+
+def io_pressure(resource: str = "io") -> str | None:
     """``some avg10`` of /proc/pressure/io (the share of the last 10 s in
-    which some task waited for I/O), if the kernel reports it."""
+    which some task waited for I/O), or of /proc/pressure/cpu with
+    ``resource="cpu"`` (waited for a CPU), if the kernel reports it."""
     try:
-        with open("/proc/pressure/io") as pressure:
+        with open(f"/proc/pressure/{resource}") as pressure:
             for line in pressure:
                 if line.startswith("some "):
                     found = re.search(r"avg10=([0-9.]+)", line)
@@ -52,6 +56,10 @@ def io_pressure() -> str | None:
     except OSError:
         pass
     return None
+
+
+def cpu_pressure() -> str | None:
+    return io_pressure("cpu")
 
 
 def io_stall(pressure: Path = Path("/proc/pressure/io")) -> float | None:

@@ -91,8 +91,8 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 from backends import BenchError, write_memory_folder  # noqa: E402
 from busy import BusyDisk, BusyReport  # noqa: E402
-from machine import io_pressure, io_stall, machine  # noqa: E402
-from measure import make_call, percentile  # noqa: E402
+from machine import CPU_PRESSURE, cpu_pressure, io_pressure, io_stall, machine  # noqa: E402
+from measure import make_call, percentile, positive  # noqa: E402
 
 from vaultmem import Vault, VaultMemoryTool, generate_key  # noqa: E402
 
@@ -108,7 +108,6 @@ PATHS = (DIRECT, STDIO, HTTP, CONTROL, DIRECT_H, CONTROL_H)
 BASELINE = {STDIO: DIRECT, HTTP: DIRECT_H, CONTROL: DIRECT}  # each path's direct call, in its own phase
 QUIET, BUSY = "quiet", "busy"
 PING = "ping"
-CPU_PRESSURE = Path("/proc/pressure/cpu")
 READY_WITHIN = 60.0  # seconds a server may take to start
 BUSY_SECONDS = 900.0  # no busy round lasts this long: a writer still running then stops by itself
 
@@ -127,18 +126,6 @@ KEPT_OUT = (  # the servers get the key they are given and nothing else of this 
 
 def log(line: str) -> None:
     print(line, flush=True)
-
-
-def cpu_pressure() -> str | None:
-    """``some avg10`` of /proc/pressure/cpu (the share of the last 10 s in
-    which some task waited for a CPU), if the kernel reports it."""
-    try:
-        for line in CPU_PRESSURE.read_text().splitlines():
-            if line.startswith("some "):
-                return line.split("avg10=", 1)[1].split()[0]
-    except (OSError, IndexError):
-        pass
-    return None
 
 
 # -- the paths ---------------------------------------------------------------------------
@@ -705,16 +692,6 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
             )
     results.seconds = time.perf_counter() - clock
     return results
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from err
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
-    return value
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:

@@ -3,6 +3,7 @@ a vault, and peak memory, with the statistics the report quotes."""
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import resource
@@ -31,6 +32,17 @@ Log = Callable[[str], None]
 
 
 # -- statistics --------------------------------------------------------------
+
+
+def positive(text: str) -> int:
+    """A command-line count: a whole number of at least 1 (``10_000`` and ``10,000`` too)."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from err
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
 
 
 def percentile(values: Sequence[float], q: float) -> float:

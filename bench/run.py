@@ -33,7 +33,7 @@ from anthropic.tools import BetaLocalFilesystemMemoryTool
 from backends import BenchError, BuiltVault, DurableSDK, VaultStore, build_vault, write_memory_folder
 from busy import BusyDisk, BusyError, unpaced
 from machine import io_pressure, machine
-from measure import OpenTime, PeakMemory, Sweep, history_ops, run_sweep, time_opens
+from measure import OpenTime, PeakMemory, Sweep, history_ops, positive, run_sweep, time_opens
 from report import DURABLE, SDK, VAULT, BusySettings, Results, printed, render, vault_at
 
 from vaultmem import Vault, VaultMemoryTool
@@ -89,16 +89,6 @@ def counts(text: str) -> list[int]:
     if not values or values[0] < 1:
         raise argparse.ArgumentTypeError(f"expected numbers of at least 1, got {text!r}")
     return values
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from err
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
-    return value
 
 
 def rate(text: str) -> float:

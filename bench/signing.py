@@ -71,8 +71,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from backends import BODY, FOLDERS, memory_path, write_memory_folder  # noqa: E402
 from busy import BusyDisk, BusyReport  # noqa: E402
-from machine import io_pressure, io_stall, machine  # noqa: E402
-from measure import percentile  # noqa: E402
+from machine import CPU_PRESSURE, cpu_pressure, io_pressure, io_stall, machine  # noqa: E402
+from measure import percentile, positive  # noqa: E402
 
 from vaultmem import SigningKey, Vault, VaultMemoryTool, generate_key  # noqa: E402
 from vaultmem.core import paths  # noqa: E402
@@ -97,19 +97,6 @@ FULL = {"files": 1000, "rounds": 5, "calls": 400, "warmup": 20, "runs": 3, "samp
 QUICK = {"files": 100, "rounds": 2, "calls": 15, "warmup": 3, "runs": 1, "samples": 200, "commits": 2_000}
 BUSY_FULL = (64.0, (1.0, 4.0), 64.0)  # MB/s asked, chunk MB, cap MB (as bench/run.py and bench/erasure.py)
 BUSY_QUICK = (8.0, (0.25, 0.5), 2.0)
-CPU_PRESSURE = Path("/proc/pressure/cpu")
-
-
-def cpu_pressure() -> str | None:
-    """``some avg10`` of /proc/pressure/cpu (the share of the last 10 s in
-    which some task waited for a CPU), if the kernel reports it."""
-    try:
-        for line in CPU_PRESSURE.read_text().splitlines():
-            if line.startswith("some "):
-                return line.split("avg10=", 1)[1].split()[0]
-    except (OSError, IndexError):
-        pass
-    return None
 
 
 def log(line: str) -> None:
@@ -737,16 +724,6 @@ def render(results: Results) -> str:
 
 
 # -- the run ---------------------------------------------------------------------------
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from err
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
-    return value
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
