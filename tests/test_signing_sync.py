@@ -328,3 +328,21 @@ def test_a_signers_change_no_operator_signed_is_refused_by_a_pull(site: Site, tm
     assert "nothing was changed" in str(refused.value)
     assert refs(second) == before
     assert [s.principal for s in second.signers.entries] == ["ops", "bot", "sync-b"]
+
+
+def test_a_pull_refused_for_want_of_a_key_moves_no_branch_the_keyring_included(site: Site, tmp_path: Path) -> None:
+    """The refusal comes before anything moves: a new data key on the server
+    (its keyring ahead) stays on the server until the pull can be signed."""
+    first = site.first
+    first.set_policy(actor="ops", require_signatures=True)
+    first.push()
+    second = site.clone(tmp_path / "second.vault")
+    site.clock.advance(5)
+    first.rotate_key(actor="ops")
+    write(first, "from-a.txt", "a\n", "ops", site.ops)
+    first.push()
+    write(second, "from-b.txt", "b\n", "bot", site.bot)
+    before = refs(second)
+    with pytest.raises(SigningError, match="require"):
+        second.pull(actor="host-b")
+    assert refs(second) == before  # the keyring among them

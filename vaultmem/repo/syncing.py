@@ -243,6 +243,10 @@ class Syncing(Shredding):
                 main_merge = merging.build_main_merge(
                     repo, self._read_raw, self._trees, self._layouts, keyring, local, theirs, remote, actor, now
                 )
+            # A merge commit is signed as ``actor``: refused here, before any branch moves, if it cannot be.
+            merges = main_merge is not None or policy_merge is not None
+            merges = merges or steps.get(CHECKPOINTS_REF, ("",))[0] == "merge"
+            sign = self._signature(actor, now) if merges else None
             if main_merge is not None or policy_merge is not None or ring_step == "merge":
                 # the fetched objects, before a merge commit names them (advance syncs for itself)
                 durable.sync_filesystem(self.path)
@@ -272,17 +276,13 @@ class Syncing(Shredding):
                     assert main_merge is not None and local is not None
                     new_objects, root, message, report = main_merge
                     draft = Draft(root, [local.raw, theirs.raw], ident(actor, actor), now, message)
-                    commit = self._commits.commit(
-                        MAIN, local.raw, new_objects, draft, self._seal, sign=self._signature(actor, now)
-                    )
+                    commit = self._commits.commit(MAIN, local.raw, new_objects, draft, self._seal, sign=sign)
                     self._recent.add([*new_objects, commit])
                     report.commit = tip = commit.id.hex()
                     result.merge = report
                 elif ref == CHECKPOINTS_REF:
                     assert local is not None
-                    tip = merge_checkpoints(
-                        repo, self._commits, self._seal, self._signature(actor, now), local, theirs, actor, now
-                    )
+                    tip = merge_checkpoints(repo, self._commits, self._seal, sign, local, theirs, actor, now)
                 else:
                     assert policy_merge is not None
                     merged_policy, changed = policy_merge
@@ -295,7 +295,7 @@ class Syncing(Shredding):
                         None,
                         now,
                         merged_from=theirs.raw,
-                        sign=self._signature(actor, now),
+                        sign=sign,
                     )
                 result.moved[sharing.short_name(ref)] = (str(local) if local else None, tip)
             sharing.remember(repo, remote)
