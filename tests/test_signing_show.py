@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import git
 
 from vaultmem import SigningKey, Vault, VaultMemoryTool
 from vaultmem.cli import main
@@ -51,3 +52,18 @@ def test_show_of_a_vault_without_signers_says_nothing_of_signatures(
     monkeypatch.setenv("VAULTMEM_KEY", key)
     assert main(["show", "main"]) == 0
     assert "signed by" not in capsys.readouterr().out
+
+
+def test_verify_reports_a_signers_branch_that_is_not_a_plain_ref_and_does_not_raise(
+    vault: Vault, vault_path: Path
+) -> None:
+    ops = SigningKey.generate()
+    vault.sign_as("ops", ops)
+    vault.add_signer("ops", ops.public, actor="ops", operator=True)
+    VaultMemoryTool(vault, actor="ops", signing_key=ops).call(
+        {"command": "create", "path": "/memories/a.txt", "file_text": "a\n"}
+    )
+    git(vault_path, "symbolic-ref", "refs/heads/vaultmem-signers", "refs/heads/main")
+    report = vault.verify()
+    assert not report.ok
+    assert any("not a plain ref" in f.detail for f in report.findings), report.problems

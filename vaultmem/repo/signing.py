@@ -235,8 +235,12 @@ class Signing(Engine):
             ]
         except IntegrityError:  # a damaged policy or signers list: reported on its own below
             signers, required = Signers(), []
-        for commit, kind, detail in signed.signers_problems(self.repo, self.keyring):
-            findings.append(Finding(kind, commit, None, detail))  # type: ignore[arg-type]
+        try:
+            problems = signed.signers_problems(self.repo, self.keyring)
+        except IntegrityError as err:  # the branch is not a plain ref: a finding, as every problem is
+            problems = [("", "object", str(err).removeprefix("Error: "))]
+        for commit, kind, detail in problems:
+            findings.append(Finding(kind, commit or None, None, detail))  # type: ignore[arg-type]
         if not signers and not any(flag for _, flag in required):
             return None
         return signed.CommitSignatures(signers, required)
@@ -316,8 +320,10 @@ class Signing(Engine):
     def _committed(self, actor: str, commit: bytes, now: int) -> None:
         """After each memory commit, under the writer lock: a checkpoint when
         the policy asks for one every N commits and the actor signs."""
+        if self.signing_key(actor) is None:  # most writers: no read of the policy for this
+            return
         every = self.policy.checkpoint_every
-        if every is None or self.signing_key(actor) is None:
+        if every is None:
             return
         head = pygit2.Oid(raw=commit)
         count = self._main_count(head)
