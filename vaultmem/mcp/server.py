@@ -34,6 +34,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 
 from vaultmem.anthropic.agent import memory_system_prompt
+from vaultmem.core.lru import LRU
 from vaultmem.core.policy import Policy
 from vaultmem.errors import CommandError, VaultError
 from vaultmem.ops.memory import MemoryCommands
@@ -46,6 +47,7 @@ DEFAULT_MAX_REQUEST_BYTES = 1_048_576  # the largest tool call accepted, in byte
 MEMORY_TOOLS = ("view", "create", "str_replace", "insert", "delete", "rename")
 AUDIT_TOOLS = ("history", "read_version", "diff")
 READ_TOOLS = frozenset({"view", *AUDIT_TOOLS})
+SESSIONS_KEPT = 1_024  # MCP sessions whose commands a server keeps ready
 LONGEST_ARGUMENT = 1_000  # characters of an audit tool's text argument (an id, a time or a path)
 READ_ONLY_REFUSAL = (
     "Error: this memory server is read-only (vaultmem mcp --read-only); nothing was written. "
@@ -179,7 +181,9 @@ class Sessions:
 
     def __init__(self, factory: Callable[[str], MemoryCommands]) -> None:
         self._factory = factory
-        self._by_key: dict[str, MemoryCommands] = {}
+        # A long-running HTTP server sees sessions come and go: the most recent
+        # are kept (one that comes back after eviction gets a fresh one, same name).
+        self._by_key: LRU[str, MemoryCommands] = LRU(SESSIONS_KEPT)
         self._lock = threading.Lock()
         self.connection = secrets.token_hex(6)  # stdio, or HTTP without session ids: one per process
 
@@ -196,7 +200,8 @@ class Sessions:
         with self._lock:
             found = self._by_key.get(label)
             if found is None:
-                found = self._by_key[label] = self._factory(label)
+                found = self._factory(label)
+                self._by_key.put(label, found)
             return found
 
 
