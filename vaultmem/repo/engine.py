@@ -84,7 +84,7 @@ from vaultmem.repo import remotes as sharing
 from vaultmem.repo.history import SealedNames, first_parents, hiding_files, read_commit, walk
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
-from vaultmem.repo.signed import SIGNERS_REF, CommitSignatures, read_signers, signers_problems
+from vaultmem.repo.signed import SIGNERS_REF, Checkpoint, CommitSignatures, read_signers, signers_problems
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
@@ -177,6 +177,7 @@ class Engine:
         self._signing_keys: dict[str, SigningKey] = {}  # actor -> the key its commits are signed with
         self._signers: tuple[str | None, Signers] | None = None  # the signers list, by its commit id
         self._count: tuple[bytes, int] | None = None  # main's tip and how many commits it reaches
+        self._last_checkpoint: tuple[bytes | None, Checkpoint | None] | None = None  # by the checkpoints tip
 
     @property
     def keyring(self) -> Keyring:

@@ -372,7 +372,13 @@ def _kept_at(repo: pygit2.Repository, oid: pygit2.Oid | bytes | None) -> bytes:
 
 
 def write_checkpoint(
-    commits: CommitPath, seal: Headers, sign: Sign, checkpoint: Checkpoint, actor: str, now: int
+    repo: pygit2.Repository,
+    commits: CommitPath,
+    seal: Headers,
+    sign: Sign,
+    checkpoint: Checkpoint,
+    actor: str,
+    now: int,
 ) -> str:
     """Append a checkpoint to the ``vaultmem-checkpoints`` branch (which sync
     pushes).  The caller holds the writer lock."""
@@ -380,11 +386,7 @@ def write_checkpoint(
         previous = read_ref(commits.gitdir, CHECKPOINTS_REF)
     except Damaged as err:
         raise IntegrityError("Error: the vault's checkpoints branch is not a plain ref.") from err
-    repo = pygit2.Repository(str(commits.gitdir))
-    try:
-        before = _kept_at(repo, previous)
-    finally:
-        repo.free()
+    before = _kept_at(repo, previous)
     commits_said = f"{checkpoint.commits} commit{'' if checkpoint.commits == 1 else 's'}"
     subject = f"checkpoint: main at {checkpoint.head[:12]}, {commits_said}"
     text = before + checkpoint.text.encode("utf-8")

@@ -18,6 +18,7 @@ import pygit2
 from vaultmem.core.signers import Signers, check_principal
 from vaultmem.core.signing import PublicKey, SigningKey, parse_signature
 from vaultmem.errors import IntegrityError, SigningError, VaultError
+from vaultmem.git.commits import read_ref_or_damaged
 from vaultmem.git.durable import STATE_DIR
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
@@ -314,7 +315,7 @@ class Signing(Engine):
         if head is None:
             raise VaultError("Error: the vault has no versions yet; there is nothing to checkpoint.")
         made = signed.make_checkpoint(str(head), self._main_count(head), now, actor, key)
-        signed.write_checkpoint(self._commits, self._seal, sign, made, actor, now)
+        signed.write_checkpoint(self.repo, self._commits, self._seal, sign, made, actor, now)
         return made
 
     def _committed(self, actor: str, commit: bytes, now: int) -> None:
@@ -325,9 +326,11 @@ class Signing(Engine):
         every = self.policy.checkpoint_every
         if every is None:
             return
-        head = pygit2.Oid(raw=commit)
-        count = self._main_count(head)
-        last = signed.last_checkpoint(self.repo)
+        count = self._main_count(pygit2.Oid(raw=commit))
+        tip = read_ref_or_damaged(self.path, signed.CHECKPOINTS_REF)
+        if self._last_checkpoint is None or self._last_checkpoint[0] != tip:  # read once per checkpoint made
+            self._last_checkpoint = (tip, signed.last_checkpoint(self.repo))
+        last = self._last_checkpoint[1]
         if last is not None and count - last.commits < every:
             return
         self._checkpoint_locked(actor, now)
