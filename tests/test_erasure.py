@@ -613,3 +613,28 @@ def test_a_dry_run_needs_no_reason_and_find_s_results_can_be_forgotten_as_listed
         vault.forget_matching([forged], reason="r")
     with pytest.raises(VaultError):
         vault.forget_matching([object()], reason="r")  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("hiding", ["info/grafts", "shallow"])
+def test_find_and_forget_read_past_a_grafts_or_shallow_file(
+    vault: Vault, vault_path: Path, key: str, clock: FakeClock, hiding: str
+) -> None:
+    """git (and libgit2) honour ``info/grafts`` and ``shallow``: with one that
+    cuts main's history short, a walk through libgit2 would never reach the
+    older versions, and an erasure would report success while they stay
+    readable.  vaultmem reads the parents each commit records."""
+    write(vault, command="create", path="/memories/customers/ada.md", file_text="Ada Lovelace, card 4111\n")
+    write(vault, command="create", path="/memories/other.md", file_text="unrelated\n")
+    write(vault, command="str_replace", path="/memories/customers/ada.md", old_str="card 4111", new_str="card ----")
+    write(vault, command="create", path="/memories/later.md", file_text="later\n")
+    cut = git(vault_path, "rev-parse", "main~1").strip()
+    (vault_path / hiding).write_text(cut + "\n")
+    assert len(git(vault_path, "rev-list", "main").split()) == 2  # what git shows now
+    vault.close()
+    vault = Vault.open(vault_path, key=key, clock=clock)  # libgit2 reads the file when a repository opens
+    [match] = vault.find("card 4111")
+    assert match.path == "/memories/customers/ada.md" and not match.current
+    result = vault.forget("/memories/customers/ada.md", reason="GDPR request 4412", actor="ops")
+    assert len(result.versions) == 2 and result.commit is not None
+    (vault_path / hiding).unlink()
+    assert vault.find("card 4111") == [] and vault.find("Ada") == []

@@ -283,3 +283,24 @@ def test_a_shadow_swapped_for_another_is_caught(tmp_path: Path, key: str) -> Non
     assert {f.kind for f in report.findings} == {"blob", "keyring"}, report.problems
     assert len([f for f in report.findings if f.kind == "blob"]) == 2
     assert "vaultmem-shadows branch's commit" in str(report.findings)  # made without the key: no seal
+
+
+@pytest.mark.parametrize("hiding", ["info/grafts", "shallow"])
+def test_migration_keeps_versions_a_grafts_or_shallow_file_hides(tmp_path: Path, key: str, hiding: str) -> None:
+    """The migration destroys the format 1 data keys once every version has a
+    shadow: it must reach every version through the parents the commits
+    record, not the ones a grafts or shallow file makes git show, or the
+    versions behind the cut could never be read again."""
+    path = tmp_path / "v1.vault"
+    vault = Vault.init(path, key=key, storage_format=1)
+    write(vault, command="create", path="/memories/a.md", file_text="first\n")
+    first = vault.history()[0].id
+    write(vault, command="str_replace", path="/memories/a.md", old_str="first", new_str="second")
+    write(vault, command="create", path="/memories/b.md", file_text="b\n")
+    vault.close()
+    (path / hiding).write_text(git(path, "rev-parse", "main").strip() + "\n")
+    assert Vault.open(path, key=key).migrate() is True
+    (path / hiding).unlink()
+    reopened = Vault.open(path, key=key)
+    assert reopened.read("/memories/a.md", at=first) == "first\n"
+    assert reopened.verify().ok

@@ -23,6 +23,7 @@ from vaultmem.core.paths import MemoryPath
 from vaultmem.errors import ErasedError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
+from vaultmem.repo.history import CommitLike, oldest_first
 from vaultmem.repo.store import Store
 
 MAX_PATTERN = 10_000  # characters
@@ -102,7 +103,7 @@ def find(
     return found
 
 
-def file_versions(store: Store, within: MemoryPath) -> Iterator[tuple[MemoryPath, bytes, pygit2.Commit]]:
+def file_versions(store: Store, within: MemoryPath) -> Iterator[tuple[MemoryPath, bytes, CommitLike]]:
     """Every file version below ``within`` in ``main``'s history, oldest
     first, once per path and blob, with the version (commit) that wrote it."""
     head = store.head()
@@ -110,8 +111,7 @@ def file_versions(store: Store, within: MemoryPath) -> Iterator[tuple[MemoryPath
         return
     repo = store.repo
     seen: set[tuple[str, bytes]] = set()
-    walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
-    for commit in walker:
+    for commit in oldest_first(repo, head):  # the parents commits record: no grafts or shallow file hides one
         snap = store.snapshot_of(commit)
         # Against the first parent: what a merge took whole from its other side
         # was found, with the version that wrote it, when that side was walked.

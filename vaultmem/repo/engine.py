@@ -81,7 +81,7 @@ from vaultmem.git.upkeep import Upkeep
 from vaultmem.repo import keys
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
-from vaultmem.repo.history import SealedNames, first_parents, hiding_files, read_commit, walk
+from vaultmem.repo.history import CommitLike, SealedNames, first_parents, hiding_files, read_commit, walk
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.signed import SIGNERS_REF, Checkpoint, CommitSignatures, read_signers, signers_problems
@@ -469,7 +469,7 @@ class Engine:
             self._last_root = (commit_id, snap.root)  # one tuple: threads see a whole one
         return snap
 
-    def snapshot_of(self, commit: pygit2.Commit | None) -> Snapshot:
+    def snapshot_of(self, commit: CommitLike | None) -> Snapshot:
         """A read-only view of the memory as ``commit`` left it (None: the
         empty memory before the first version)."""
         return Snapshot(self._read_raw, self.keyring, self._sizes, self._trees, commit.id.raw if commit else None)

@@ -221,6 +221,34 @@ def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
         yield from raw_commits(repo, rest)
 
 
+def oldest_first(repo: pygit2.Repository, head: pygit2.Oid) -> list[CommitLike]:
+    """``main``'s commits, each after every parent it records (oldest first):
+    libgit2's topological walk, unless a shallow or grafts file would make it
+    show other parents than the commits record; then the commits read from
+    their bytes (:func:`commits`), ordered here."""
+    if not hiding_files(repo):
+        return list(repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE))
+    newest = list(commits(repo, head))
+    by_id = {c.id.raw: c for c in newest}
+    placed: set[bytes] = set()
+    out: list[CommitLike] = []
+    for root in reversed(newest):  # the oldest by time first, so unrelated lines keep their order
+        stack = [root]
+        while stack:
+            commit = stack[-1]
+            if commit.id.raw in placed:
+                stack.pop()
+                continue
+            waiting = [by_id[p.raw] for p in commit.parent_ids if p.raw in by_id and p.raw not in placed]
+            if waiting:
+                stack.extend(reversed(waiting))  # the first parent first
+            else:
+                placed.add(commit.id.raw)
+                out.append(commit)
+                stack.pop()
+    return out
+
+
 def first_parents(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
     """``head`` and its first parents, newest first: main as this vault held
     it (a merge's first parent is the side that made the merge).  libgit2

@@ -32,6 +32,7 @@ from vaultmem.git.commits import (
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.repo import keys
 from vaultmem.repo.engine import Change
+from vaultmem.repo.history import commits
 from vaultmem.repo.keys import SHADOWS_REF, write_keyring
 from vaultmem.repo.shredding import Shredding
 from vaultmem.repo.verify import Progress
@@ -169,7 +170,7 @@ class Migration(Shredding):
                     found.setdefault(oid, child.text)
 
         if head is not None:
-            for commit in self.repo.walk(head, pygit2.enums.SortMode.NONE):
+            for commit in commits(self.repo, head):  # the parents commits record: a grafts file hides none
                 memories = Snapshot(self._read_raw, old, self._sizes, self._trees, commit.id.raw).memories_id
                 if memories is not None:
                     walk(memories, MemoryPath(()))
