@@ -143,6 +143,24 @@ def test_list_packs_leaves_out_packs_with_keep_files(repo: pygit2.Repository) ->
     ]
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [".keep", ".bitmap", ".rev", ".mtimes", ".promisor", ".pack.tmp", ".idx.old"],
+)
+def test_list_packs_takes_only_packs_made_of_a_pack_and_an_index(repo: pygit2.Repository, extra: str) -> None:
+    """A pack with any other file of its name (git's keep, bitmap, reverse
+    index, cruft times, a partial clone's promisor, a leftover) is git's to
+    manage: it is not listed for merging."""
+    objects_dir = Path(repo.path) / "objects"
+    plain = write_pack(objects_dir, [objects.packed(objects.BLOB, b"plain")])
+    other = write_pack(objects_dir, [objects.packed(objects.BLOB, b"other")])
+    lone = write_pack(objects_dir, [objects.packed(objects.BLOB, b"lone")])
+    lone.with_suffix(".idx").unlink()
+    (other.parent / (other.stem + extra)).write_bytes(b"")
+    (other.parent / "pack-not-a-pack").write_bytes(b"")
+    assert [(p.pack, p.count) for p in objects.list_packs(objects_dir)] == [(plain, 1)]
+
+
 @given(st.lists(st.integers(min_value=1, max_value=10_000), max_size=30))
 def test_geometric_rollup_merges_the_smallest_until_the_rest_grows_geometrically(counts: list[int]) -> None:
     packs = sorted((objects.PackInfo(Path(f"p{i}"), c) for i, c in enumerate(counts)), key=lambda p: p.count)

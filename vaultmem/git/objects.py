@@ -294,10 +294,15 @@ def list_packs(objects_dir: Path) -> list[PackInfo]:
     except FileNotFoundError:
         return []
     out: list[PackInfo] = []
-    stems = {n.rsplit(".", 1)[0] for n in names if n.startswith("pack-")}
-    for stem in sorted(stems):
-        extras = {n for n in names if n.startswith(stem + ".")} - {stem + ".pack", stem + ".idx"}
-        if extras or stem + ".idx" not in names or stem + ".pack" not in names:
+    files: dict[str, set[str]] = {}  # a pack's name -> its files (one pass: a folder may list thousands)
+    for n in names:
+        if n.startswith("pack-"):
+            stem, dot, _ = n.partition(".")
+            files.setdefault(stem, set())
+            if dot:
+                files[stem].add(n)
+    for stem in sorted(files):
+        if files[stem] != {stem + ".pack", stem + ".idx"}:
             continue
         pack = pack_dir / (stem + ".pack")
         known = _RECENT_PACKS.get(_name_of(pack))
