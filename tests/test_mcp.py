@@ -561,3 +561,32 @@ def test_a_secrets_policy_refuses_a_key_with_the_memory_tools_words(tmp_path, hi
         expected = reference(VaultMemoryTool(vault, actor="support-bot"), params)
     assert refused == expected
     assert commit_count(served.path) == 1
+
+
+def test_the_size_and_count_limits_refuse_with_the_memory_tools_words(tmp_path, hidden):
+    """The policy's quotas apply over MCP as in the tool: a file over
+    ``max_file_bytes``, a write past ``max_vault_bytes`` and a file past
+    ``max_files`` are refused with the same texts, and nothing is written."""
+    served = Served.make(tmp_path / "mcp", hidden)
+    with served.open() as vault:
+        vault.set_policy(actor="ops", max_file_bytes=200, max_vault_bytes=300, max_files=2)
+    calls = [
+        {"command": "create", "path": "/memories/big.md", "file_text": "x" * 201},
+        {"command": "create", "path": "/memories/a.md", "file_text": "a" * 150},
+        {"command": "create", "path": "/memories/b.md", "file_text": "b" * 160},
+        {"command": "create", "path": "/memories/c.md", "file_text": "c\n"},
+        {"command": "create", "path": "/memories/d.md", "file_text": "d\n"},
+        {"command": "str_replace", "path": "/memories/a.md", "old_str": "a" * 150, "new_str": "a" * 210},
+    ]
+    with stdio(served, "--actor", ACTOR) as session:
+        got = [session.call(c["command"], {k: v for k, v in c.items() if k != "command"}) for c in calls]
+    written = commit_count(served.path)
+    mirror = Served.make(tmp_path / "mirror", hidden)
+    with mirror.open() as vault:
+        vault.set_policy(actor="ops", max_file_bytes=200, max_vault_bytes=300, max_files=2)
+        tool = VaultMemoryTool(vault, actor="support-bot")
+        expected = [reference(tool, dict(c)) for c in calls]
+    assert got == expected
+    assert [r.is_error for r in got] == [True, False, True, False, True, True]
+    assert written == 2  # the two files that fit (the policy is on its own branch)
+    assert "200" in got[0].text and "300" in got[2].text and "2" in got[4].text
