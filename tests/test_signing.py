@@ -422,6 +422,24 @@ def test_main_moved_back_behind_a_checkpoint(team: Team) -> None:
     assert findings(report) == [("checkpoint", checkpoint.head)], report.problems
 
 
+@pytest.mark.parametrize("hiding", ["info/grafts", "shallow"])
+def test_a_checkpoint_counts_the_commits_main_records_whatever_git_shows(team: Team, key: str, hiding: str) -> None:
+    """A checkpoint's count is of the commits main reaches through the parents
+    they record: a shallow or grafts file (which make git show fewer) does
+    not lower it, so a checkpoint made meanwhile still proves as much."""
+    for actor in ("alice", "bob", "alice"):
+        team.write(actor)
+    real = len(git_ok(team.path, team.home, "rev-list", "main").split())
+    (team.path / hiding).write_text(git_ok(team.path, team.home, "rev-parse", "main~1").strip() + "\n")
+    assert len(git_ok(team.path, team.home, "rev-list", "main").split()) == 2
+    reopened = Vault.open(team.path, key=key, clock=team.clock)  # libgit2 reads the file when it opens a repository
+    reopened.sign_as("ops", team.keys["ops"])
+    checkpoint = reopened.checkpoint(actor="ops")
+    assert checkpoint.commits == real
+    (team.path / hiding).unlink()
+    assert reopened.verify(checkpoints=[checkpoint.text]).ok
+
+
 def test_tampered_checkpoint_text_is_a_bad_signature(team: Team) -> None:
     team.write("alice")
     team.write("bob")

@@ -66,3 +66,25 @@ def test_a_damaged_version_is_an_integrity_error_for_read_at_and_undo(
     first = git(vault_path, "log", "-1", "--format=%aI", versions[0], check=False).strip() or "2026-01-01T00:00:00Z"
     with pytest.raises(IntegrityError):  # a time walks the first parents past the damaged version
         Vault.open(vault_path, key=key).read("/memories/a.txt", at=first)
+
+
+@pytest.mark.parametrize("hider", ["shallow", "info/grafts"])
+def test_the_walks_of_a_merge_and_a_pull_follow_the_recorded_parents(
+    vault_path: Path, key: str, versions: list[str], hider: str
+) -> None:
+    """``added_since`` (a sync's renames, a pull's seal check) and
+    ``oldest_first`` (find, forget) give every commit through the parents
+    the commits record, each after its parents, whatever git shows."""
+    import pygit2
+
+    from vaultmem.repo.history import added_since, oldest_first
+
+    (vault_path / "info").mkdir(exist_ok=True)
+    (vault_path / hider).write_text(versions[2] + "\n")
+    assert git(vault_path, "rev-list", "main").split() == versions[:1:-1]  # git stops at the cut
+    repo = pygit2.Repository(str(vault_path))
+    tip = pygit2.Oid(hex=versions[3])
+    assert [str(c.id) for c in oldest_first(repo, tip)] == versions
+    assert [str(c.id) for c in added_since(repo, tip, None)] == versions
+    assert [str(c.id) for c in added_since(repo, tip, pygit2.Oid(hex=versions[0]))] == versions[1:]
+    assert added_since(repo, tip, tip) == []

@@ -249,6 +249,18 @@ def oldest_first(repo: pygit2.Repository, head: pygit2.Oid) -> list[CommitLike]:
     return out
 
 
+def added_since(repo: pygit2.Repository, tip: pygit2.Oid, base: pygit2.Oid | None) -> list[CommitLike]:
+    """The commits ``tip`` reaches and ``base`` does not, through the parents
+    they record, each after its parents (oldest first)."""
+    if not hiding_files(repo):
+        walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        if base is not None:
+            walker.hide(base)
+        return list(walker)
+    known = {c.id.raw for c in commits(repo, base)} if base is not None else set()
+    return [c for c in oldest_first(repo, tip) if c.id.raw not in known]
+
+
 def first_parents(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
     """``head`` and its first parents, newest first: main as this vault held
     it (a merge's first parent is the side that made the merge).  libgit2

@@ -26,6 +26,7 @@ from vaultmem.core.versions import format_message, parse_trailers
 from vaultmem.errors import ConflictError, ErasedError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Layouts, ReadRaw, SizeCache, Snapshot, TreeCache, TreeEditor, relay, root_tree
+from vaultmem.repo.history import added_since
 
 MERGE_TRAILER = "Vaultmem-Merge"
 CONFLICT_TRAILER = "Vaultmem-Conflict"
@@ -75,11 +76,8 @@ def side_renames(
     the renames its commits record, oldest first, folder renames included.
     A rename recorded with sealed names is read through ``reader``: the new
     name from the version it wrote."""
-    walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
-    if base is not None:
-        walker.hide(base)
     current = {path: path for path in files}
-    for commit in walker:
+    for commit in added_since(repo, tip, base):  # the parents commits record: a grafts file hides none
         if len(commit.parent_ids) > 1:
             continue  # a merge: the renames it carried are in the commits it merged
         trailers = parse_trailers(commit.message)

@@ -41,6 +41,7 @@ from vaultmem.core.versions import split_seal
 from vaultmem.errors import ConflictError, IntegrityError, VaultError, WrongKeyError
 from vaultmem.git import durable, prune
 from vaultmem.git.commits import CommitPath, Damaged, read_ref
+from vaultmem.repo.history import added_since
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, keyring_blob, keyring_objects
 from vaultmem.repo.merge import MergeReport
 from vaultmem.repo.policy import POLICY_REF
@@ -676,11 +677,8 @@ def check_commits(repo: pygit2.Repository, local: pygit2.Oid | None, theirs: pyg
     """Every commit ``theirs`` adds to ``local`` must carry a seal under the
     vault's keys (a commit made on the server without the key is refused);
     returns how many it adds."""
-    walker = repo.walk(theirs, pygit2.enums.SortMode.TOPOLOGICAL)
-    if local is not None:
-        walker.hide(local)
     count = 0
-    for commit in walker:
+    for commit in added_since(repo, theirs, local):  # the parents commits record: a grafts file hides none
         raw = repo.odb.read(commit.id)[1]
         body, seal = split_seal(raw)
         problem = "it carries no vaultmem-seal" if seal is None else keyring.check_commit_seal(seal, body)

@@ -24,6 +24,7 @@ from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
 from vaultmem.repo import signed
 from vaultmem.repo.engine import Engine, _check_label
+from vaultmem.repo.history import commits, hiding_files
 from vaultmem.repo.verify import Finding
 
 
@@ -278,8 +279,14 @@ class Signing(Engine):
     # -- checkpoints -------------------------------------------------------------------
 
     def _main_count(self, head: pygit2.Oid) -> int:
-        """How many commits ``main`` at ``head`` reaches (counted once, then
-        from the last count)."""
+        """How many commits ``main`` at ``head`` reaches through the parents
+        they record (counted once, then from the last count; read from the
+        commits' bytes when a shallow or grafts file would make libgit2
+        count fewer)."""
+        if hiding_files(self.repo):
+            count = sum(1 for _ in commits(self.repo, head))
+            self._count = (head.raw, count)
+            return count
         walker = self.repo.walk(head, pygit2.enums.SortMode.NONE)
         known = 0
         if self._count is not None:
