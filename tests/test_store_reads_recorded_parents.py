@@ -69,15 +69,16 @@ def test_a_damaged_version_is_an_integrity_error_for_read_at_and_undo(
 
 
 @pytest.mark.parametrize("hider", ["shallow", "info/grafts"])
-def test_the_walks_of_a_merge_and_a_pull_follow_the_recorded_parents(
+def test_the_walks_of_a_sync_and_an_erasure_follow_the_recorded_parents(
     vault_path: Path, key: str, versions: list[str], hider: str
 ) -> None:
-    """``added_since`` (a sync's renames, a pull's seal check) and
-    ``oldest_first`` (find, forget) give every commit through the parents
-    the commits record, each after its parents, whatever git shows."""
+    """``added_since`` (a sync's renames, a pull's seal check), ``oldest_first``
+    (find, forget), ``descends`` (fast-forwards, checkpoints) and
+    ``merge_base`` (a sync's merges) follow the parents the commits record,
+    whatever git shows."""
     import pygit2
 
-    from vaultmem.repo.history import added_since, oldest_first
+    from vaultmem.repo.history import added_since, descends, merge_base, oldest_first
 
     (vault_path / "info").mkdir(exist_ok=True)
     (vault_path / hider).write_text(versions[2] + "\n")
@@ -88,3 +89,6 @@ def test_the_walks_of_a_merge_and_a_pull_follow_the_recorded_parents(
     assert [str(c.id) for c in added_since(repo, tip, None)] == versions
     assert [str(c.id) for c in added_since(repo, tip, pygit2.Oid(hex=versions[0]))] == versions[1:]
     assert added_since(repo, tip, tip) == []
+    first, second = pygit2.Oid(hex=versions[0]), pygit2.Oid(hex=versions[1])
+    assert descends(repo, tip, first) and not descends(repo, first, tip) and not descends(repo, tip, tip)
+    assert merge_base(repo, tip, second) == second

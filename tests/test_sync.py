@@ -541,3 +541,32 @@ def test_the_pull_command_takes_the_new_key_after_a_key_change(shared: tuple[Pat
     pulled = cli("--vault", "second.vault", "pull", env={**env, "VAULTMEM_NEW_KEY": new_key}, cwd=tmp_path)
     assert pulled.returncode == 0 and "Pulled vaultmem-keyring" in pulled.stdout, pulled.stderr
     Vault.open(tmp_path / "second.vault", key=new_key).close()
+
+
+def test_a_graft_never_makes_a_pull_fast_forward_over_a_local_version(
+    shared: tuple[Path, str, Vault], tmp_path: Path
+) -> None:
+    """An ``info/grafts`` line giving the server's commit this clone's head as
+    its parent makes git (and libgit2) see a fast-forward where the histories
+    diverged: moving main there would drop the local version from it.  The
+    pull reads the parents the commits record, so it merges, and both
+    versions stay."""
+    remote, key, first = shared
+    second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
+    write(first, "from-first.txt", "1\n")
+    first.push()
+    write(second, "from-second.txt", "2\n")
+    second_main = str(second.head())
+    second.close()
+    git(second.path, "fetch", "-q", str(remote), "main")
+    server_main = git(remote, "rev-parse", "main").strip()
+    (second.path / "info").mkdir(exist_ok=True)
+    (second.path / "info" / "grafts").write_text(f"{server_main} {second_main}\n")
+    git(second.path, "merge-base", "--is-ancestor", second_main, server_main)  # what git sees: a fast-forward
+    reopened = Vault.open(second.path, key=key)
+    pulled = reopened.pull(actor="host-2")
+    assert pulled.merge is not None and pulled.merge.merged == server_main
+    (second.path / "info" / "grafts").unlink()
+    after = Vault.open(second.path, key=key)
+    assert git(second.path, "rev-parse", "main^1", "main^2").split() == [second_main, server_main]
+    assert after.read("/memories/from-second.txt") == "2\n" and after.read("/memories/from-first.txt") == "1\n"

@@ -249,6 +249,24 @@ def oldest_first(repo: pygit2.Repository, head: pygit2.Oid) -> list[CommitLike]:
     return out
 
 
+def descends(repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
+    """Whether ``ancestor`` is an ancestor of ``tip`` (not ``tip`` itself)
+    through the parents the commits record: libgit2's answer, unless a
+    shallow or grafts file would make it answer for other parents."""
+    if not hiding_files(repo):
+        return repo.descendant_of(tip, ancestor)
+    return tip != ancestor and any(commit.id == ancestor for commit in commits(repo, tip))
+
+
+def merge_base(repo: pygit2.Repository, a: pygit2.Oid, b: pygit2.Oid) -> pygit2.Oid | None:
+    """A newest common ancestor of ``a`` and ``b`` through the parents the
+    commits record (None: none), as :func:`descends` reads them."""
+    if not hiding_files(repo):
+        return repo.merge_base(a, b)
+    ours = {commit.id.raw for commit in commits(repo, a)}
+    return next((commit.id for commit in commits(repo, b) if commit.id.raw in ours), None)
+
+
 def added_since(repo: pygit2.Repository, tip: pygit2.Oid, base: pygit2.Oid | None) -> list[CommitLike]:
     """The commits ``tip`` reaches and ``base`` does not, through the parents
     they record, each after its parents (oldest first)."""

@@ -26,7 +26,7 @@ from vaultmem.core.versions import format_message, parse_trailers
 from vaultmem.errors import ConflictError, ErasedError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Layouts, ReadRaw, SizeCache, Snapshot, TreeCache, TreeEditor, relay, root_tree
-from vaultmem.repo.history import added_since
+from vaultmem.repo.history import added_since, merge_base
 
 MERGE_TRAILER = "Vaultmem-Merge"
 CONFLICT_TRAILER = "Vaultmem-Conflict"
@@ -133,7 +133,7 @@ def build_main_merge(
 ) -> tuple[list[objects.PackedObject], bytes, str, MergeReport]:
     """The objects, root tree and message of the merge of ``theirs`` into
     ``ours`` (both tips of ``main``)."""
-    base = repo.merge_base(ours, theirs)
+    base = merge_base(repo, ours, theirs)
     sizes = SizeCache()
     snaps = {
         "base": Snapshot(read, keyring, sizes, trees, base.raw if base is not None else None),

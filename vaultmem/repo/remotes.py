@@ -41,7 +41,7 @@ from vaultmem.core.versions import split_seal
 from vaultmem.errors import ConflictError, IntegrityError, VaultError, WrongKeyError
 from vaultmem.git import durable, prune
 from vaultmem.git.commits import CommitPath, Damaged, read_ref
-from vaultmem.repo.history import added_since
+from vaultmem.repo.history import added_since, descends, merge_base
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, keyring_blob, keyring_objects
 from vaultmem.repo.merge import MergeReport
 from vaultmem.repo.policy import POLICY_REF
@@ -319,8 +319,8 @@ def witness_problem(repo: pygit2.Repository, name: str) -> str | None:
     if now == seen:
         return None
     try:
-        contains = repo.descendant_of(theirs.target, pygit2.Oid(hex=seen))
-    except (pygit2.GitError, ValueError, KeyError):
+        contains = descends(repo, pygit2.Oid(hex=now), pygit2.Oid(hex=seen))
+    except (pygit2.GitError, ValueError, KeyError, IntegrityError):
         contains = False
     if contains:
         return None
@@ -349,10 +349,9 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
         if theirs is not None:
             if theirs.target == local.target:
                 continue
-            forced = ref == KEYRING_REF and replaces(
-                repo, pygit2.Oid(hex=str(local.target)), pygit2.Oid(hex=str(theirs.target))
-            )
-            if not forced and not repo.descendant_of(local.target, theirs.target):
+            mine, their_tip = pygit2.Oid(hex=str(local.target)), pygit2.Oid(hex=str(theirs.target))
+            forced = ref == KEYRING_REF and replaces(repo, mine, their_tip)
+            if not forced and not descends(repo, mine, their_tip):
                 raise ConflictError(
                     f"Error: the remote {name!r} holds versions of {short_name(ref)} this vault does not have; "
                     "pull first. Nothing was pushed."
@@ -586,11 +585,11 @@ def relation(repo: pygit2.Repository, name: str, ref: str, local: pygit2.Oid | N
     two vaults: refused."""
     if theirs is None or theirs == local:
         return "none"
-    if local is None or repo.descendant_of(theirs, local):
+    if local is None or descends(repo, theirs, local):
         return "advance"
-    if repo.descendant_of(local, theirs):
+    if descends(repo, local, theirs):
         return "none"  # this vault is ahead: push
-    if repo.merge_base(local, theirs) is None and ref == KEYRING_REF:
+    if merge_base(repo, local, theirs) is None and ref == KEYRING_REF:
         if same_vault(repo, local, theirs):
             return "merge"  # format 2: an erasure on one side made its keyring a new root
         raise ConflictError(

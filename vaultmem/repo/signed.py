@@ -27,6 +27,7 @@ from vaultmem.core.versions import parse_trailers, split_seal
 from vaultmem.errors import IntegrityError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, Sign, ident, read_ref
+from vaultmem.repo.history import descends
 
 SIGNERS_REF = "refs/heads/vaultmem-signers"
 CHECKPOINTS_REF = "refs/heads/vaultmem-checkpoints"
@@ -310,8 +311,8 @@ def checkpoint_problem(
         return ("checkpoint", f"{where}; main is gone now")
     try:
         target = pygit2.Oid(hex=checkpoint.head)
-        contained = target == head or repo.descendant_of(head, target)
-    except (KeyError, ValueError, pygit2.GitError):
+        contained = target == head or descends(repo, head, target)
+    except (KeyError, ValueError, pygit2.GitError, IntegrityError):
         contained = False
     if not contained:
         return (

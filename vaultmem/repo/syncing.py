@@ -34,6 +34,7 @@ from vaultmem.repo import merge as merging
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
 from vaultmem.repo.engine import MAIN, Clock, _check_label
+from vaultmem.repo.history import merge_base
 from vaultmem.repo.keys import SHADOWS_REF, write_keyring
 from vaultmem.repo.shredding import Shredding
 from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF, merge_checkpoints, signers_problems
@@ -193,7 +194,7 @@ class Syncing(Shredding):
                     # is a new root, and every older keyring leaves the disk.
                     replace = merged.format >= 2 and (
                         local_ring is None
-                        or repo.merge_base(local_ring, their_ring) is None
+                        or merge_base(repo, local_ring, their_ring) is None
                         or merged.erased.keys() != self.keyring.erased.keys()
                         or merged.erased.keys() != pulled.erased.keys()
                     )
@@ -307,7 +308,7 @@ class Syncing(Shredding):
     def _merged_policy(
         self, repo: pygit2.Repository, keyring: Keyring, local: pygit2.Oid, theirs: pygit2.Oid, prefer: str | None
     ) -> tuple[Policy, list[str]]:
-        base_id = repo.merge_base(local, theirs)
+        base_id = merge_base(repo, local, theirs)
         base = policy_mod.policy_at(repo, keyring, base_id) if base_id is not None else Policy()
         ours, theirs_policy = policy_mod.policy_at(repo, keyring, local), policy_mod.policy_at(repo, keyring, theirs)
         return merging.merge_policies(base, ours, theirs_policy, prefer)
