@@ -590,3 +590,22 @@ def test_the_size_and_count_limits_refuse_with_the_memory_tools_words(tmp_path, 
     assert [r.is_error for r in got] == [True, False, True, False, True, True]
     assert written == 2  # the two files that fit (the policy is on its own branch)
     assert "200" in got[0].text and "300" in got[2].text and "2" in got[4].text
+
+
+def test_a_request_line_over_the_limit_is_refused_unread_and_the_server_keeps_serving(shared):
+    """Over stdio a request is one line: one longer than the request limit
+    plus 64 KiB (the JSON-RPC envelope, as over HTTP) is not read into memory
+    or parsed.  Its request gets an error naming the limit, found by the id
+    at the start of the line, and the next request is served."""
+    from mcp.shared.exceptions import MCPError
+
+    served, session = shared
+    before = commit_count(served.path)
+    arguments = {"path": "/memories/huge-line.txt", "file_text": "x" * (MAX_REQUEST + 70_000)}
+    with pytest.raises(MCPError) as refused:
+        session.run(lambda s: s.call_tool("create", arguments))
+    assert "over this memory server's limit" in str(refused.value) and f"{MAX_REQUEST + 65_536:,}" in str(refused.value)
+    assert commit_count(served.path) == before
+    assert session.call("view", {"path": "/memories/huge-line.txt"}).is_error
+    fits = {"path": "/memories/after-huge-line.txt", "file_text": "ok\n"}
+    assert session.call("create", fits) == Result("File created successfully at: /memories/after-huge-line.txt", False)

@@ -1437,7 +1437,7 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
     memory = MemoryServer(vault, actor=args.actor, read_only=args.read_only, max_request_bytes=args.max_request_bytes)
     sys.setswitchinterval(0.0005)  # the event loop answers sooner when a write's background work holds the GIL
     if not args.http:
-        anyio.run(serve_stdio, memory.build(inline=True))
+        anyio.run(serve_stdio, memory.build(inline=True), args.max_request_bytes)
         return 0
     token = os.environ.get(mcp_http.ENV_TOKEN)
     token_file = (

@@ -45,6 +45,8 @@ log = logging.getLogger("vaultmem.mcp")
 
 SERVER_NAME = "vaultmem"
 DEFAULT_MAX_REQUEST_BYTES = 1_048_576  # the largest tool call accepted, in bytes of JSON
+ENVELOPE_BYTES = 65_536  # what a message may hold beyond a call's arguments: the JSON-RPC envelope
+_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,256}")')
 MEMORY_TOOLS = ("view", "create", "str_replace", "insert", "delete", "rename")
 AUDIT_TOOLS = ("history", "read_version", "diff")
 READ_TOOLS = frozenset({"view", *AUDIT_TOOLS})
@@ -385,25 +387,59 @@ class _PipeLines:
     reads each line in a worker thread, a thread hop per message).  A
     request the SDK could not parse would get no answer at all, and its
     client would wait until it gave up: one holding text that is not
-    Unicode (a lone surrogate escape) is answered here with an error."""
+    Unicode (a lone surrogate escape) is answered here with an error.  So is
+    a line longer than ``limit`` bytes (the reader's limit), which is dropped
+    as it arrives, never held whole: its answer carries the id found at the
+    start of the line."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: _PipeWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: _PipeWriter, limit: int) -> None:
         self.reader = reader
         self.writer = writer
+        self.limit = limit
 
     def __aiter__(self) -> _PipeLines:
         return self
 
     async def __anext__(self) -> str:
         while True:
-            line = await self.reader.readline()
-            if not line:
-                raise StopAsyncIteration
+            try:
+                line = await self.reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as end:  # the last line has no newline, or there is none
+                if not end.partial:
+                    raise StopAsyncIteration from None
+                line = end.partial
+            except asyncio.LimitOverrunError as over:
+                await self.writer.write(json.dumps(await self._too_long(over.consumed)) + "\n")
+                continue
             text = line.decode("utf-8", "replace")
             refused = _not_unicode(text)
             if refused is None:
                 return text
             await self.writer.write(json.dumps(refused) + "\n")
+
+    async def _too_long(self, waiting: int) -> dict[str, Any]:
+        """Drop the rest of a line over the limit; the error answering it."""
+        chunk = await self.reader.readexactly(waiting)
+        head, tail, size = chunk[:4096], chunk[-4096:], waiting
+        while True:
+            try:
+                chunk = await self.reader.readuntil(b"\n")
+                size, tail = size + len(chunk), (tail + chunk)[-4096:]
+                break
+            except asyncio.LimitOverrunError as more:
+                chunk = await self.reader.readexactly(more.consumed)
+                size, tail = size + len(chunk), chunk[-4096:]
+            except asyncio.IncompleteReadError as end:
+                size, tail = size + len(end.partial), (tail + end.partial)[-4096:]
+                break
+        # The id: where JSON-RPC writers put it, first (the SDKs) or last.
+        found = _REQUEST_ID.search(head) or next(reversed(list(_REQUEST_ID.finditer(tail))), None)
+        ident = json.loads(found.group(1)) if found else None
+        message = (
+            f"Error: the request is {size:,} bytes, over this memory server's limit of {self.limit:,} bytes "
+            "for one message (--max-request-bytes and the JSON-RPC envelope); nothing was changed."
+        )
+        return {"jsonrpc": "2.0", "id": ident, "error": {"code": -32600, "message": message}}
 
 
 def _not_unicode(text: str) -> dict[str, Any] | None:
@@ -440,18 +476,21 @@ class _PipeWriter:
         return None
 
 
-async def serve_stdio(server: MCPServer) -> None:
-    """Serve ``server`` on this process's standard input and output."""
+async def serve_stdio(server: MCPServer, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+    """Serve ``server`` on this process's standard input and output; a
+    message longer than ``max_request_bytes`` plus the envelope is refused
+    unread."""
     lowlevel = getattr(server, "_lowlevel_server", None)
     if lowlevel is None:  # another version of the SDK: its own stdio
         await server.run_stdio_async()
         return
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**31 - 1)
+    limit = max_request_bytes + ENVELOPE_BYTES
+    reader = asyncio.StreamReader(limit=limit)
     stdin = os.fdopen(os.dup(0), "rb", buffering=0)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
     out = os.dup(1)
     os.dup2(2, 1)  # stray output of any library lands on standard error, never on the wire
     writer = _PipeWriter(out)
-    async with stdio_server(stdin=_PipeLines(reader, writer), stdout=writer) as (read, write):  # type: ignore[arg-type]
+    async with stdio_server(stdin=_PipeLines(reader, writer, limit), stdout=writer) as (read, write):  # type: ignore[arg-type]
         await lowlevel.run(read, write, lowlevel.create_initialization_options())

@@ -23,6 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from vaultmem.core.crypto import read_secret_file
 from vaultmem.errors import BadKeyError, VaultError
+from vaultmem.mcp.server import ENVELOPE_BYTES
 
 ENV_TOKEN = "VAULTMEM_MCP_TOKEN"
 TOKEN_FILE = "mcp-token"
@@ -108,7 +109,7 @@ def http_app(
     )
     app = server.streamable_http_app(
         streamable_http_path=PATH,
-        max_request_body_size=max_request_bytes + 65_536,  # the JSON-RPC envelope around the arguments
+        max_request_body_size=max_request_bytes + ENVELOPE_BYTES,
         transport_security=security,
         host=host,
     )
