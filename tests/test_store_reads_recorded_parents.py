@@ -88,7 +88,7 @@ def test_the_walks_of_a_sync_and_an_erasure_follow_the_recorded_parents(
     assert [str(c.id) for c in oldest_first(repo, tip)] == versions
     assert [str(c.id) for c in added_since(repo, tip, None)] == versions
     assert [str(c.id) for c in added_since(repo, tip, pygit2.Oid(hex=versions[0]))] == versions[1:]
-    assert added_since(repo, tip, tip) == []
+    assert list(added_since(repo, tip, tip)) == []
     first, second = pygit2.Oid(hex=versions[0]), pygit2.Oid(hex=versions[1])
     assert descends(repo, tip, first) and not descends(repo, first, tip) and not descends(repo, tip, tip)
     assert merge_base(repo, tip, second) == second

@@ -221,17 +221,17 @@ def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
         yield from raw_commits(repo, rest)
 
 
-def oldest_first(repo: pygit2.Repository, head: pygit2.Oid) -> list[CommitLike]:
+def oldest_first(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
     """``main``'s commits, each after every parent it records (oldest first):
-    libgit2's topological walk, unless a shallow or grafts file would make it
-    show other parents than the commits record; then the commits read from
-    their bytes (:func:`commits`), ordered here."""
+    libgit2's topological walk, one commit at a time, unless a shallow or
+    grafts file would make it show other parents than the commits record;
+    then the commits read from their bytes (:func:`commits`), ordered here."""
     if not hiding_files(repo):
-        return list(repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE))
+        yield from repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        return
     newest = list(commits(repo, head))
     by_id = {c.id.raw: c for c in newest}
     placed: set[bytes] = set()
-    out: list[CommitLike] = []
     for root in reversed(newest):  # the oldest by time first, so unrelated lines keep their order
         stack = [root]
         while stack:
@@ -244,9 +244,8 @@ def oldest_first(repo: pygit2.Repository, head: pygit2.Oid) -> list[CommitLike]:
                 stack.extend(reversed(waiting))  # the first parent first
             else:
                 placed.add(commit.id.raw)
-                out.append(commit)
+                yield commit
                 stack.pop()
-    return out
 
 
 def descends(repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
@@ -267,16 +266,17 @@ def merge_base(repo: pygit2.Repository, a: pygit2.Oid, b: pygit2.Oid) -> pygit2.
     return next((commit.id for commit in commits(repo, b) if commit.id.raw in ours), None)
 
 
-def added_since(repo: pygit2.Repository, tip: pygit2.Oid, base: pygit2.Oid | None) -> list[CommitLike]:
+def added_since(repo: pygit2.Repository, tip: pygit2.Oid, base: pygit2.Oid | None) -> Iterator[CommitLike]:
     """The commits ``tip`` reaches and ``base`` does not, through the parents
-    they record, each after its parents (oldest first)."""
+    they record, each after its parents (oldest first), one at a time."""
     if not hiding_files(repo):
         walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
         if base is not None:
             walker.hide(base)
-        return list(walker)
+        yield from walker
+        return
     known = {c.id.raw for c in commits(repo, base)} if base is not None else set()
-    return [c for c in oldest_first(repo, tip) if c.id.raw not in known]
+    yield from (c for c in oldest_first(repo, tip) if c.id.raw not in known)
 
 
 def first_parents(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
