@@ -144,3 +144,89 @@ def test_text_that_is_not_unicode_is_answered_and_the_server_goes_on(
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+UNREADABLE = [
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "view", "arguments": {"path": '
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}}}",
+        4,
+        -32700,
+        id="nested-too-deep",
+    ),
+    pytest.param(
+        '{"jsonrpc": "2.0", "id": "five", "method": "tools/call", "params": {"name": "insert", "arguments": '
+        '{"path": "/memories/a.txt", "insert_line": ' + "9" * 5000 + ', "insert_text": "x"}}}',
+        "five",
+        -32700,
+        id="number-too-long",
+    ),
+    pytest.param('{"jsonrpc": "2.0", "method": "tools/call", "params": {}, "id": 6', 6, -32700, id="cut-short"),
+    pytest.param('[{"jsonrpc": "2.0", "id": 7, "method": "ping"}]', 7, -32600, id="batch"),
+    pytest.param('{"jsonrpc": "2.0", "id": 8, "method": 42}', 8, -32600, id="method-not-a-string"),
+    pytest.param("hello", None, -32700, id="not-json"),
+]
+
+
+@pytest.mark.parametrize(("line", "ident", "code"), UNREADABLE)
+def test_a_message_the_sdk_cannot_read_is_answered_and_the_server_goes_on(
+    keyed_vault: tuple[Path, Path], tmp_path: Path, line: str, ident: object, code: int
+) -> None:
+    """The SDK drops a message it cannot validate without a word, and a
+    client waiting for that request's answer would wait until it gave up:
+    the server answers it with a JSON-RPC error carrying the id it could
+    find, and serves the next request."""
+    vault, key_file = keyed_vault
+    server = subprocess.Popen(
+        [vaultmem_program(), "mcp", "--vault", str(vault), "--key-file", str(key_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=server_env(tmp_path),
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(text: str) -> None:
+        assert server.stdin is not None
+        server.stdin.write(text.encode() + b"\n")
+        server.stdin.flush()
+
+    def answer() -> dict[str, object]:
+        assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], TIMEOUT)
+        assert ready, "the server did not answer"
+        return json.loads(server.stdout.readline())
+
+    try:
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
+        assert answer()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send(line)
+        refused = answer()
+        assert refused["id"] == ident and refused["error"]["code"] == code  # type: ignore[index]
+        message = refused["error"]["message"]  # type: ignore[index]
+        assert message.startswith("Error: ") and message.endswith("nothing was changed.") and len(message) < 300
+        send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 9,
+                    "method": "tools/call",
+                    "params": {"name": "view", "arguments": {"path": "/memories"}},
+                }
+            )
+        )
+        listed = answer()
+        assert listed["id"] == 9 and "0B\t/memories" in listed["result"]["content"][0]["text"]  # type: ignore[index]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    with Vault.open(vault, key_file=key_file) as opened:
+        assert [v for v in opened.history() if v.command != "init"] == []

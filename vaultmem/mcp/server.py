@@ -31,7 +31,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.stdio import stdio_server
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations, jsonrpc_message_adapter
 from mcp.types import Tool as MCPTool
 
 from vaultmem.anthropic.agent import memory_system_prompt
@@ -387,7 +387,8 @@ class _PipeLines:
     reads each line in a worker thread, a thread hop per message).  A
     request the SDK could not parse would get no answer at all, and its
     client would wait until it gave up: one holding text that is not
-    Unicode (a lone surrogate escape) is answered here with an error.  So is
+    Unicode (a lone surrogate escape) is answered here with an error, and
+    so is every message the SDK's own validation refuses.  So is
     a line longer than ``limit`` bytes (the reader's limit), which is dropped
     as it arrives, never held whole: its answer carries the id found at the
     start of the line."""
@@ -412,7 +413,7 @@ class _PipeLines:
                 await self.writer.write(json.dumps(await self._too_long(over.consumed)) + "\n")
                 continue
             text = line.decode("utf-8", "replace")
-            refused = _not_unicode(text)
+            refused = _not_unicode(text) or _unreadable(text, line)
             if refused is None:
                 return text
             await self.writer.write(json.dumps(refused) + "\n")
@@ -432,14 +433,53 @@ class _PipeLines:
             except asyncio.IncompleteReadError as end:
                 size, tail = size + len(end.partial), (tail + end.partial)[-4096:]
                 break
-        # The id: where JSON-RPC writers put it, first (the SDKs) or last.
-        found = _REQUEST_ID.search(head) or next(reversed(list(_REQUEST_ID.finditer(tail))), None)
-        ident = json.loads(found.group(1)) if found else None
+        ident = _request_id(head, tail)
         message = (
             f"Error: the request is {size:,} bytes, over this memory server's limit of {self.limit:,} bytes "
             "for one message (--max-request-bytes and the JSON-RPC envelope); nothing was changed."
         )
         return {"jsonrpc": "2.0", "id": ident, "error": {"code": -32600, "message": message}}
+
+
+def _request_id(head: bytes, tail: bytes) -> object:
+    """The id of a request that could not be read whole, or None: where
+    JSON-RPC writers put it, first (the SDKs) or last."""
+    found = _REQUEST_ID.search(head) or next(reversed(list(_REQUEST_ID.finditer(tail))), None)
+    return json.loads(found.group(1)) if found else None
+
+
+def _unreadable(text: str, line: bytes) -> dict[str, Any] | None:
+    """The error answering a message the SDK cannot validate, or None.
+
+    The SDK drops such a message without a word (JSON nested deeper or a
+    number longer than its parser reads, a batch, a field of the wrong
+    kind), and a client waiting for that request would wait until it gave
+    up; the same validation here lets the server answer it, with the id it
+    can find, and go on.  A blank line is left to the SDK: no request, no answer."""
+    try:
+        jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValueError:
+        pass
+    else:
+        return None
+    if not text.strip():
+        return None
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        code = -32700
+        message = (
+            "Error: the message is not JSON this memory server can read (malformed, nested too deep, "
+            "or a number too long); nothing was changed."
+        )
+    else:
+        code = -32600
+        message = (
+            "Error: the message is not a JSON-RPC request this memory server takes (one object a line, "
+            "no batches, each field of its kind); nothing was changed."
+        )
+    ident = _request_id(line[:4096], line[-4096:])
+    return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
 
 
 def _not_unicode(text: str) -> dict[str, Any] | None:
