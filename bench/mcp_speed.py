@@ -6,16 +6,26 @@ against the same call made directly with ``VaultMemoryTool.call``.
     python bench/mcp_speed.py --quick --out /tmp/x     # small sizes, to check the benchmark (under 30 s)
 
 **The paths.** Six vaults, each an ``import`` of the same ``--files`` files
-(1.4 KB each, in 20 folders).  One asyncio loop in this process holds:
+(1.4 KB each, in 20 folders), each used by one process, as users run them:
 
-- direct: a ``VaultMemoryTool`` (actor ``claude``) on vault A, called in the loop;
-- stdio: an MCP ``ClientSession`` over ``stdio_client`` to a ``vaultmem mcp --vault B``
-  subprocess (``python -m vaultmem``, the key in ``VAULTMEM_KEY``);
-- control: a second ``VaultMemoryTool`` on vault D, called like the direct one;
+- direct: a ``VaultMemoryTool`` (actor ``claude``) on vault A, in a process of
+  its own (bench/direct_worker.py), which times each call around
+  ``tool.call(params)`` and answers over a pipe;
+- stdio: an MCP ``ClientSession`` over ``stdio_client``, in this process's
+  asyncio loop, to a ``vaultmem mcp --vault B`` subprocess (``python -m
+  vaultmem``, the key in ``VAULTMEM_KEY``);
+- control: a second direct path on vault D, in a process of its own too;
 - and for the HTTP phase, the same three on vaults of their own: direct on E,
   an MCP ``ClientSession`` over ``streamable_http_client`` to a ``vaultmem mcp
   --http --port P --vault C`` subprocess on 127.0.0.1 (with the bearer token
   the server wrote to C's token file), control on F.
+
+So this process is only the MCP clients, as Claude Code or Claude Desktop
+is: no vault's background threads (files made ahead, pack merges) share its
+interpreter and hold up its reading of an answer.  ``--topology one`` puts
+the direct and control tools in this process instead, beside the clients
+(how this benchmark ran before): their background work after each write then
+delays the clients too, which no MCP user's client has to bear.
 
 **Phases.** For each command, the stdio phase's three paths are called, then
 the HTTP phase's: a server's background work after a write (files made
@@ -61,6 +71,7 @@ import argparse
 import asyncio
 import contextlib
 import importlib.metadata
+import json
 import os
 import socket
 import statistics
@@ -107,6 +118,12 @@ DIRECT_H, CONTROL_H = "direct (HTTP phase)", "control (HTTP phase)"
 PATHS = (DIRECT, STDIO, HTTP, CONTROL, DIRECT_H, CONTROL_H)
 BASELINE = {STDIO: DIRECT, HTTP: DIRECT_H, CONTROL: DIRECT}  # each path's direct call, in its own phase
 QUIET, BUSY = "quiet", "busy"
+PROCESSES, ONE_PROCESS = "processes", "one"
+TOPOLOGY = {
+    PROCESSES: "each direct and control path in a process of its own (bench/direct_worker.py); the MCP clients in "
+    "the benchmark's process, with no vault",
+    ONE_PROCESS: "the direct and control tools in the benchmark's process, beside the MCP clients (--topology one)",
+}
 PING = "ping"
 READY_WITHIN = 60.0  # seconds a server may take to start
 BUSY_SECONDS = 900.0  # no busy round lasts this long: a writer still running then stops by itself
@@ -156,6 +173,49 @@ class Direct(Route):
         if not isinstance(result, str):
             raise BenchError(f"{self.name}: {params} returned {result!r}")
         return elapsed, result
+
+
+class Worker(Route):
+    """``VaultMemoryTool.call`` in a process of its own (bench/direct_worker.py),
+    timed there around the call alone, as an application runs it."""
+
+    def __init__(self, name: str, vault: Path, key: str, errlog: IO[str]) -> None:
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "direct_worker.py"), str(vault), name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            env=server_environment(key),
+            text=True,
+            encoding="utf-8",
+        )
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(json.dumps(request) + "\n")
+        stdin.flush()
+        line = stdout.readline()
+        if not line:
+            raise BenchError(f"{self.name}: the direct worker ended (exit {self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    async def call(self, params: dict[str, Any]) -> tuple[float, str]:
+        answer = self._ask({"call": params})
+        if "error" in answer:
+            raise BenchError(f"{self.name}: {params} failed: {answer['error']}")
+        return float(answer["elapsed"]), str(answer["text"])
+
+    def versions(self) -> int:
+        return int(self._ask({"versions": True})["versions"])
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        if self.process.wait(timeout=60) != 0:
+            raise BenchError(f"{self.name}: the direct worker exited with {self.process.returncode}")
 
 
 class Remote(Route):
@@ -468,6 +528,7 @@ class Results:
     writers: list[BusyReport] = field(default_factory=list)
     protocol: dict[str, str] = field(default_factory=dict)  # path -> the protocol version it negotiated
     seconds: float = 0.0
+    topology: str = PROCESSES
 
 
 # -- the page ----------------------------------------------------------------------------
@@ -523,7 +584,12 @@ def render(results: Results) -> str:
         "## Round trips",
         "",
         f"Each command through the three paths on vaults of {results.files:,} files: `VaultMemoryTool.call` in",
-        "the benchmark's process (direct), the official MCP client to a `vaultmem mcp` subprocess over",
+        (
+            "a process of its own, timed there (direct), the official MCP client in the benchmark's process, with no"
+            " vault beside it, to a `vaultmem mcp` subprocess over"
+            if results.topology == PROCESSES
+            else "the benchmark's process (direct), the official MCP client to a `vaultmem mcp` subprocess over"
+        ),
         f"stdio, and to a `vaultmem mcp --http` subprocess over streamable HTTP on 127.0.0.1 (protocol {protocols}),",
         "call by call, the first path rotating. Each transport has a phase of its own, with a direct call and a",
         "control call on vaults of its own: the other server's work after its writes stays out of its calls",
@@ -634,6 +700,7 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
     rate, chunk, cap = BUSY_QUICK if args.quick else BUSY_FULL
     described = machine(work)
     described.insert(-1, ("mcp", importlib.metadata.version("mcp")))
+    described.append(("processes", TOPOLOGY[args.topology]))
     results = Results(
         args.argv,
         args.rounds,
@@ -646,6 +713,7 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
         io_pressure(),
         cpu_pressure(),
         ", ".join(f"{load:.2f}" for load in os.getloadavg()),
+        topology=args.topology,
     )
     clock = time.perf_counter()
     key = generate_key()
@@ -656,10 +724,14 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
     os.sync()
     with contextlib.ExitStack() as stack:
         errlog = stack.enter_context(open(work / "servers.log", "w", encoding="utf-8"))
-        direct = Direct(DIRECT, stack.enter_context(Vault.open(vaults["A"], key=key)))
-        control = Direct(CONTROL, stack.enter_context(Vault.open(vaults["D"], key=key)))
-        direct_h = Direct(DIRECT_H, stack.enter_context(Vault.open(vaults["E"], key=key)))
-        control_h = Direct(CONTROL_H, stack.enter_context(Vault.open(vaults["F"], key=key)))
+        local: dict[str, Direct | Worker] = {}
+        for name, letter in ((DIRECT, "A"), (CONTROL, "D"), (DIRECT_H, "E"), (CONTROL_H, "F")):
+            if args.topology == ONE_PROCESS:
+                local[name] = Direct(name, stack.enter_context(Vault.open(vaults[letter], key=key)))
+            else:
+                worker = local[name] = Worker(name, vaults[letter], key, errlog)
+                stack.callback(worker.close)
+        direct, control, direct_h, control_h = (local[name] for name in (DIRECT, CONTROL, DIRECT_H, CONTROL_H))
         url, token = stack.enter_context(http_server(vaults["C"], key, errlog))
         async with contextlib.AsyncExitStack() as sessions:
             stdio = Remote(STDIO, await sessions.enter_async_context(stdio_session(vaults["B"], key, errlog)))
@@ -679,7 +751,10 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
                 args.files,
                 lambda: BusyDisk(work, rate, chunk, cap, BUSY_SECONDS),
             )
-        expected = sum(1 for v in direct.vault.history() if v.command != "import")
+        if isinstance(direct, Worker):
+            expected = direct.versions()
+        else:
+            expected = sum(1 for v in direct.vault.history() if v.command != "import")
     for name in ("B", "C"):
         check_attribution(vaults[name], key, expected, CLIENT.name)
     results.disks = [disk(rounds, scenario) for scenario in (QUIET, BUSY)]
@@ -705,6 +780,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--files", type=positive, help="files in each vault (default 1,000; quick 50)")
     parser.add_argument("--warmup", type=positive, help="calls of each command before the rounds (default 20)")
     parser.add_argument("--work", help="where to build the vaults (default: a temporary folder)")
+    parser.add_argument(
+        "--topology",
+        choices=(PROCESSES, ONE_PROCESS),
+        default=PROCESSES,
+        help="processes (default): each direct and control path in a process of its own, the MCP clients in this "
+        "one, as users run them; one: the direct and control tools in this process, beside the MCP clients",
+    )
     args = parser.parse_args(argv)
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name, None) is None:

@@ -33,6 +33,8 @@ from machine import ext4_journal, io_stall, mount_of  # noqa: E402
 from measure import BUSY, COMMANDS, MUTATING, QUIET, make_call, paired, percentile, run_sweep, summarize  # noqa: E402
 from report import erasure_tables, evaluate_targets, shown  # noqa: E402
 
+from vaultmem import Vault, generate_key  # noqa: E402
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -816,6 +818,38 @@ def test_the_mcp_bench_times_every_command_over_stdio_and_http_and_gives_verdict
         timed = [line for line in page.splitlines() if line.startswith(f"| {command} |")]
         assert len(timed) >= 2, command  # a row for each disk
         assert all(float(line.split("|")[4].replace(",", "")) > 0 for line in timed)  # stdio p50, µs
+    assert "| processes | each direct and control path in a process of its own" in page
+
+
+def test_the_mcp_benchs_direct_worker_times_calls_in_a_process_of_its_own(tmp_path: Path) -> None:
+    key = generate_key()
+    Vault.init(tmp_path / "v", key=key).close()
+    worker = subprocess.run(
+        [sys.executable, str(PROJECT / "bench" / "direct_worker.py"), str(tmp_path / "v"), "direct"],
+        input="\n".join(
+            json.dumps(request)
+            for request in (
+                {"call": {"command": "create", "path": "/memories/a.txt", "file_text": "hello\n"}},
+                {"call": {"command": "view", "path": "/memories/a.txt"}},
+                {"call": {"command": "delete", "path": "/memories/missing.txt"}},
+                {"versions": True},
+            )
+        )
+        + "\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "VAULTMEM_KEY": key},
+        timeout=60,
+        check=True,
+    )
+    created, viewed, refused, versions = (json.loads(line) for line in worker.stdout.splitlines())
+    assert created["text"] == "File created successfully at: /memories/a.txt" and created["elapsed"] > 0
+    assert viewed["text"].endswith("     1\thello") and viewed["elapsed"] > 0
+    assert refused == {"error": "Error: The path /memories/missing.txt does not exist"}
+    assert versions == {"versions": 1}
+    with Vault.open(tmp_path / "v", key=key) as vault:
+        [version] = [v for v in vault.history() if v.command != "import"]
+    assert (version.actor, version.session) == ("claude", "bench-direct")
 
 
 def test_the_benchmarks_page_repeats_the_erasure_pages_targets() -> None:
