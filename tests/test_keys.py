@@ -353,3 +353,15 @@ def test_opening_a_regular_file_as_a_vault_says_it_is_a_file(tmp_path: Path, key
     assert message.startswith("Error: ") and "is a file, not a folder" in message, message
     assert "no such folder" not in message
     assert plain.read_text() == "not a vault"
+
+
+def test_a_plain_git_clone_of_a_vault_is_refused_with_the_way_to_clone_it(
+    used_vault: Vault, vault_path: Path, tmp_path: Path, key: str
+) -> None:
+    """`git clone VAULT DIR` makes a working copy, whose keyring is only a
+    remote-tracking branch: the error says how to make a clone vaultmem opens."""
+    subprocess.run(["git", "clone", "-q", str(vault_path), str(tmp_path / "copy")], check=True)
+    with pytest.raises(NotAVaultError) as refused:
+        Vault.open(tmp_path / "copy", key=key)
+    said = str(refused.value)
+    assert "working copy" in said and "vaultmem clone" in said and "git clone --bare" in said

@@ -365,6 +365,11 @@ class Engine:
         except pygit2.GitError as err:
             raise NotAVaultError(f"Error: {folder} is not a vault (not a git repository).") from err
         ref = repo.references.get(KEYRING_REF)
+        if not repo.is_bare and ref is None and any(r.endswith("/vaultmem-keyring") for r in repo.references):
+            raise NotAVaultError(
+                f"Error: {folder} is a git working copy of a vault, not a vault: a vault is a bare repository. "
+                f"Clone it with `vaultmem clone URL FOLDER` (or `git clone --bare`)."
+            )
         if not repo.is_bare or ref is None:
             raise NotAVaultError(f"Error: {folder} is not a vault (a git repository without a vaultmem keyring).")
         alternate, overlay = _power_cut_view(folder)
