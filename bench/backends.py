@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import pygit2
 from anthropic.tools import BetaLocalFilesystemMemoryTool
@@ -39,6 +41,7 @@ FOLDERS = 20
 EDITED = "The memory file has been edited."
 Log = Callable[[str], None]
 C = TypeVar("C")
+HERE = Path(__file__).resolve().parent
 
 
 class BenchError(RuntimeError):
@@ -131,6 +134,55 @@ class DurableSDK(BetaLocalFilesystemMemoryTool):
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return self._durably(super().rename, command, new_folders=True)
+
+
+class ToolProcess:
+    """A backend in a process of its own (bench/worker.py, whose docstring
+    gives the arguments), as an application runs it: ``timed(params)`` is
+    (seconds, result), the seconds taken there around the call alone."""
+
+    def __init__(
+        self, name: str, args: Sequence[str], env: dict[str, str] | None = None, errlog: IO[str] | None = None
+    ) -> None:
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "worker.py"), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            env=env,
+            text=True,
+            encoding="utf-8",
+        )
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(json.dumps(request) + "\n")
+        stdin.flush()
+        line = stdout.readline()
+        if not line:
+            raise BenchError(f"{self.name}: its process ended (exit {self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def timed(self, params: dict[str, Any]) -> tuple[float, str]:
+        answer = self.ask({"call": params})
+        if "error" in answer:
+            raise BenchError(f"{self.name}: {params} failed: {answer['error']}")
+        return float(answer["elapsed"]), str(answer["text"])
+
+    def call(self, params: dict[str, Any]) -> str:
+        return self.timed(params)[1]
+
+    def versions(self) -> int:
+        return int(self.ask({"versions": True})["versions"])
+
+    def close(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+        if self.process.wait(timeout=60) != 0:
+            raise BenchError(f"{self.name}: its process exited with {self.process.returncode}")
 
 
 def write_memory_folder(base: Path, files: int) -> None:

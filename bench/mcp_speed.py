@@ -9,7 +9,7 @@ against the same call made directly with ``VaultMemoryTool.call``.
 (1.4 KB each, in 20 folders), each used by one process, as users run them:
 
 - direct: a ``VaultMemoryTool`` (actor ``claude``) on vault A, in a process of
-  its own (bench/direct_worker.py), which times each call around
+  its own (bench/worker.py), which times each call around
   ``tool.call(params)`` and answers over a pipe;
 - stdio: an MCP ``ClientSession`` over ``stdio_client``, in this process's
   asyncio loop, to a ``vaultmem mcp --vault B`` subprocess (``python -m
@@ -71,7 +71,6 @@ import argparse
 import asyncio
 import contextlib
 import importlib.metadata
-import json
 import os
 import socket
 import statistics
@@ -100,7 +99,7 @@ finally:
     sys.path[:] = _saved_path
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-from backends import BenchError, write_memory_folder  # noqa: E402
+from backends import BenchError, ToolProcess, write_memory_folder  # noqa: E402
 from busy import BusyDisk, BusyReport  # noqa: E402
 from machine import CPU_PRESSURE, cpu_pressure, io_pressure, io_stall, machine  # noqa: E402
 from measure import make_call, percentile, positive  # noqa: E402
@@ -120,7 +119,7 @@ BASELINE = {STDIO: DIRECT, HTTP: DIRECT_H, CONTROL: DIRECT}  # each path's direc
 QUIET, BUSY = "quiet", "busy"
 PROCESSES, ONE_PROCESS = "processes", "one"
 TOPOLOGY = {
-    PROCESSES: "each direct and control path in a process of its own (bench/direct_worker.py); the MCP clients in "
+    PROCESSES: "each direct and control path in a process of its own (bench/worker.py); the MCP clients in "
     "the benchmark's process, with no vault",
     ONE_PROCESS: "the direct and control tools in the benchmark's process, beside the MCP clients (--topology one)",
 }
@@ -176,46 +175,21 @@ class Direct(Route):
 
 
 class Worker(Route):
-    """``VaultMemoryTool.call`` in a process of its own (bench/direct_worker.py),
+    """``VaultMemoryTool.call`` in a process of its own (bench/worker.py),
     timed there around the call alone, as an application runs it."""
 
     def __init__(self, name: str, vault: Path, key: str, errlog: IO[str]) -> None:
         self.name = name
-        self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "direct_worker.py"), str(vault), name],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errlog,
-            env=server_environment(key),
-            text=True,
-            encoding="utf-8",
-        )
-
-    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        stdin, stdout = self.process.stdin, self.process.stdout
-        assert stdin is not None and stdout is not None
-        stdin.write(json.dumps(request) + "\n")
-        stdin.flush()
-        line = stdout.readline()
-        if not line:
-            raise BenchError(f"{self.name}: the direct worker ended (exit {self.process.wait()})")
-        answer: dict[str, Any] = json.loads(line)
-        return answer
+        self.process = ToolProcess(name, ["vaultmem", str(vault), f"bench-{name}"], server_environment(key), errlog)
 
     async def call(self, params: dict[str, Any]) -> tuple[float, str]:
-        answer = self._ask({"call": params})
-        if "error" in answer:
-            raise BenchError(f"{self.name}: {params} failed: {answer['error']}")
-        return float(answer["elapsed"]), str(answer["text"])
+        return self.process.timed(params)
 
     def versions(self) -> int:
-        return int(self._ask({"versions": True})["versions"])
+        return self.process.versions()
 
     def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        if self.process.wait(timeout=60) != 0:
-            raise BenchError(f"{self.name}: the direct worker exited with {self.process.returncode}")
+        self.process.close()
 
 
 class Remote(Route):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends import BODY, BenchError, folder_path, memory_path
+from backends import BODY, BenchError, ToolProcess, folder_path, memory_path
 from busy import BusyDisk, BusyReport
 from machine import io_stall
 
@@ -203,12 +203,15 @@ class Sweep:
 
 def timed_call(name: str, tool: Any, call: Call) -> tuple[float, str]:
     """One call's wall time; a failed call or an unexpected result stops the run."""
-    start = time.perf_counter()
-    try:
-        result = tool.call(call.params)
-    except Exception as err:
-        raise BenchError(f"{name}: {call.params} failed: {err}") from err
-    elapsed = time.perf_counter() - start
+    if isinstance(tool, ToolProcess):  # timed in its own process, around the call alone
+        elapsed, result = tool.timed(call.params)
+    else:
+        start = time.perf_counter()
+        try:
+            result = tool.call(call.params)
+        except Exception as err:
+            raise BenchError(f"{name}: {call.params} failed: {err}") from err
+        elapsed = time.perf_counter() - start
     if not isinstance(result, str) or not result.startswith(call.expect):
         raise BenchError(f"{name}: {call.params} returned {result!r}, expected it to start with {call.expect!r}")
     return elapsed, result

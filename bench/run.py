@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import plot
-from anthropic.tools import BetaLocalFilesystemMemoryTool
-from backends import BenchError, BuiltVault, DurableSDK, VaultStore, build_vault, write_memory_folder
+from backends import BenchError, BuiltVault, ToolProcess, VaultStore, build_vault, write_memory_folder
 from busy import BusyDisk, BusyError, unpaced
 from machine import io_pressure, machine
 from measure import OpenTime, PeakMemory, Sweep, history_ops, positive, run_sweep, time_opens
@@ -152,6 +151,7 @@ class Bench:
         self.store = store
         self.memory = PeakMemory()
         self.sources: dict[int, Path] = {}
+        self.processes: list[ToolProcess] = []
 
     def source(self, files: int) -> Path:
         """A pristine SDK folder of ``files`` files, never handed to a tool."""
@@ -169,11 +169,24 @@ class Bench:
             return build_vault(dest, self.source(files), files, commits, log)
 
     def sdks(self, role: str, files: int) -> list[tuple[str, Any]]:
-        """The SDK's tool and the durable SDK, in that order, each on its own copy."""
+        """The SDK's tool and the durable SDK, in that order, each on its own
+        copy and in a process of its own (bench/worker.py), as an application
+        using the SDK runs it: vaultmem's background threads in this process
+        never hold up their calls."""
         stock, durable = self.run / f"sdk-{role}-f{files}", self.run / f"durable-sdk-{role}-f{files}"
         write_memory_folder(stock, files)
         write_memory_folder(durable, files)
-        return [(SDK, BetaLocalFilesystemMemoryTool(base_path=str(stock))), (DURABLE, DurableSDK(str(durable)))]
+        made = [
+            (SDK, ToolProcess(f"{SDK} ({role}, {files:,} files)", ["sdk", str(stock)])),
+            (DURABLE, ToolProcess(f"{DURABLE} ({role}, {files:,} files)", ["durable-sdk", str(durable)])),
+        ]
+        self.processes += [tool for _, tool in made]
+        return list(made)
+
+    def close(self) -> None:
+        """End the backends' processes."""
+        for process in self.processes:
+            process.close()
 
     def busy(self) -> BusyDisk:
         """A busy writer in the run's folder, on the disk the backends use."""
@@ -269,12 +282,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     shutil.rmtree(run, ignore_errors=True)  # left by an interrupted run
     run.mkdir()
     store = VaultStore(work / "vaults") if args.keep else None
+    bench = Bench(args, run, store)
     try:
-        results = Bench(args, run, store).measure()
+        results = bench.measure()
     except (BenchError, BusyError) as err:
         print(f"bench/run.py: {err}", file=sys.stderr)
         return 1
     finally:
+        bench.close()
         shutil.rmtree(run, ignore_errors=True)
         if args.keep:
             log(f"built vaults kept in {work / 'vaults'}; reuse them with --work {work}")

@@ -821,32 +821,34 @@ def test_the_mcp_bench_times_every_command_over_stdio_and_http_and_gives_verdict
     assert "| processes | each direct and control path in a process of its own" in page
 
 
-def test_the_mcp_benchs_direct_worker_times_calls_in_a_process_of_its_own(tmp_path: Path) -> None:
+def test_a_backend_in_a_process_of_its_own_times_its_calls_there(tmp_path: Path) -> None:
+    """bench/worker.py, through ToolProcess: vaultmem, the SDK and the durable
+    SDK each answer with the call's own result and a time taken around it."""
     key = generate_key()
     Vault.init(tmp_path / "v", key=key).close()
-    worker = subprocess.run(
-        [sys.executable, str(PROJECT / "bench" / "direct_worker.py"), str(tmp_path / "v"), "direct"],
-        input="\n".join(
-            json.dumps(request)
-            for request in (
-                {"call": {"command": "create", "path": "/memories/a.txt", "file_text": "hello\n"}},
-                {"call": {"command": "view", "path": "/memories/a.txt"}},
-                {"call": {"command": "delete", "path": "/memories/missing.txt"}},
-                {"versions": True},
-            )
-        )
-        + "\n",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "VAULTMEM_KEY": key},
-        timeout=60,
-        check=True,
-    )
-    created, viewed, refused, versions = (json.loads(line) for line in worker.stdout.splitlines())
-    assert created["text"] == "File created successfully at: /memories/a.txt" and created["elapsed"] > 0
-    assert viewed["text"].endswith("     1\thello") and viewed["elapsed"] > 0
-    assert refused == {"error": "Error: The path /memories/missing.txt does not exist"}
-    assert versions == {"versions": 1}
+    backends.write_memory_folder(tmp_path / "sdk", 3)
+    backends.write_memory_folder(tmp_path / "durable", 3)
+    made = [
+        backends.ToolProcess(
+            "vaultmem", ["vaultmem", str(tmp_path / "v"), "bench-direct"], {**os.environ, "VAULTMEM_KEY": key}
+        ),
+        backends.ToolProcess("sdk", ["sdk", str(tmp_path / "sdk")]),
+        backends.ToolProcess("durable", ["durable-sdk", str(tmp_path / "durable")]),
+    ]
+    try:
+        for tool in made:
+            elapsed, created = tool.timed({"command": "create", "path": "/memories/a.txt", "file_text": "hello\n"})
+            assert created == "File created successfully at: /memories/a.txt" and 0 < elapsed < 60
+            shown = tool.call({"command": "view", "path": "/memories/a.txt"})
+            assert shown.startswith("Here's the content of /memories/a.txt") and "     1\thello" in shown
+            with pytest.raises(BenchError, match=r"The path /memories/missing\.txt does not exist"):
+                tool.timed({"command": "delete", "path": "/memories/missing.txt"})
+        assert made[0].versions() == 1
+    finally:
+        for tool in made:
+            tool.close()
+    assert (tmp_path / "sdk" / "memories" / "a.txt").read_text() == "hello\n"
+    assert (tmp_path / "durable" / "memories" / "a.txt").read_text() == "hello\n"
     with Vault.open(tmp_path / "v", key=key) as vault:
         [version] = [v for v in vault.history() if v.command != "import"]
     assert (version.actor, version.session) == ("claude", "bench-direct")
