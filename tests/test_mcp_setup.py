@@ -13,7 +13,9 @@ import select
 import shlex
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -91,59 +93,67 @@ def test_the_claude_desktop_block_starts_a_working_server(keyed_vault: tuple[Pat
     assert "create" in tools and wrote == "File created successfully at: /memories/setup.md"
 
 
-def test_text_that_is_not_unicode_is_answered_and_the_server_goes_on(
-    keyed_vault: tuple[Path, Path], tmp_path: Path
-) -> None:
-    vault, key_file = keyed_vault
-    server = subprocess.Popen(
-        [vaultmem_program(), "mcp", "--vault", str(vault), "--key-file", str(key_file)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=server_env(tmp_path),
-    )
-    assert server.stdin is not None and server.stdout is not None
+class RawServer:
+    """`vaultmem mcp` over stdio, spoken to line by line, initialized."""
 
-    def send(text: str) -> None:
-        assert server.stdin is not None
-        server.stdin.write(text.encode() + b"\n")
-        server.stdin.flush()
-
-    def answer() -> dict[str, object]:
-        assert server.stdout is not None
-        ready, _, _ = select.select([server.stdout], [], [], TIMEOUT)
-        assert ready, "the server did not answer"
-        return json.loads(server.stdout.readline())
-
-    try:
-        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
-        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
-        assert answer()["id"] == 1
-        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        arguments = '{"path": "/memories/a\\ud800.txt", "file_text": "x"}'  # a lone surrogate, escaped
-        call = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "create", "arguments": '
-        send(call + arguments + "}}")
-        refused = answer()
-        assert refused["id"] == 2 and "not Unicode" in refused["error"]["message"]  # type: ignore[index]
-        send(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 3,
-                    "method": "tools/call",
-                    "params": {"name": "view", "arguments": {"path": "/memories"}},
-                }
-            )
+    def __init__(self, vault: Path, key_file: Path, tmp_path: Path) -> None:
+        self.process = subprocess.Popen(
+            [vaultmem_program(), "mcp", "--vault", str(vault), "--key-file", str(key_file)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=server_env(tmp_path),
         )
-        listed = answer()
-        assert listed["id"] == 3 and "0B\t/memories" in listed["result"]["content"][0]["text"]  # type: ignore[index]
-    finally:
-        server.terminate()
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
+        assert self.answer()["id"] == 1
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
+    def send(self, text: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(text.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], TIMEOUT)
+        assert ready, "the server did not answer"
+        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+        return answer
+
+    def view_root(self, ident: int) -> str:
+        call = {"name": "view", "arguments": {"path": "/memories"}}
+        self.send(json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": call}))
+        listed = self.answer()
+        assert listed["id"] == ident
+        text: str = listed["result"]["content"][0]["text"]
+        return text
+
+    def stop(self) -> None:
+        self.process.terminate()
         try:
-            server.wait(timeout=10)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def raw_server(keyed_vault: tuple[Path, Path], tmp_path: Path) -> Iterator[RawServer]:
+    server = RawServer(*keyed_vault, tmp_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_text_that_is_not_unicode_is_answered_and_the_server_goes_on(raw_server: RawServer) -> None:
+    arguments = '{"path": "/memories/a\\ud800.txt", "file_text": "x"}'  # a lone surrogate, escaped
+    call = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "create", "arguments": '
+    raw_server.send(call + arguments + "}}")
+    refused = raw_server.answer()
+    assert refused["id"] == 2 and "not Unicode" in refused["error"]["message"]
+    assert "0B\t/memories" in raw_server.view_root(3)
 
 
 UNREADABLE = [
@@ -172,61 +182,19 @@ UNREADABLE = [
 
 @pytest.mark.parametrize(("line", "ident", "code"), UNREADABLE)
 def test_a_message_the_sdk_cannot_read_is_answered_and_the_server_goes_on(
-    keyed_vault: tuple[Path, Path], tmp_path: Path, line: str, ident: object, code: int
+    raw_server: RawServer, keyed_vault: tuple[Path, Path], line: str, ident: object, code: int
 ) -> None:
     """The SDK drops a message it cannot validate without a word, and a
     client waiting for that request's answer would wait until it gave up:
     the server answers it with a JSON-RPC error carrying the id it could
     find, and serves the next request."""
+    raw_server.send(line)
+    refused = raw_server.answer()
+    assert refused["id"] == ident and refused["error"]["code"] == code
+    message = refused["error"]["message"]
+    assert message.startswith("Error: ") and message.endswith("nothing was changed.") and len(message) < 300
+    assert "0B\t/memories" in raw_server.view_root(9)
+    raw_server.stop()
     vault, key_file = keyed_vault
-    server = subprocess.Popen(
-        [vaultmem_program(), "mcp", "--vault", str(vault), "--key-file", str(key_file)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=server_env(tmp_path),
-    )
-    assert server.stdin is not None and server.stdout is not None
-
-    def send(text: str) -> None:
-        assert server.stdin is not None
-        server.stdin.write(text.encode() + b"\n")
-        server.stdin.flush()
-
-    def answer() -> dict[str, object]:
-        assert server.stdout is not None
-        ready, _, _ = select.select([server.stdout], [], [], TIMEOUT)
-        assert ready, "the server did not answer"
-        return json.loads(server.stdout.readline())
-
-    try:
-        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
-        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
-        assert answer()["id"] == 1
-        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        send(line)
-        refused = answer()
-        assert refused["id"] == ident and refused["error"]["code"] == code  # type: ignore[index]
-        message = refused["error"]["message"]  # type: ignore[index]
-        assert message.startswith("Error: ") and message.endswith("nothing was changed.") and len(message) < 300
-        send(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 9,
-                    "method": "tools/call",
-                    "params": {"name": "view", "arguments": {"path": "/memories"}},
-                }
-            )
-        )
-        listed = answer()
-        assert listed["id"] == 9 and "0B\t/memories" in listed["result"]["content"][0]["text"]  # type: ignore[index]
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
     with Vault.open(vault, key_file=key_file) as opened:
-        assert [v for v in opened.history() if v.command != "init"] == []
+        assert list(opened.history()) == []
