@@ -456,13 +456,7 @@ def _unreadable(text: str, line: bytes) -> dict[str, Any] | None:
     kind), and a client waiting for that request would wait until it gave
     up; the same validation here lets the server answer it, with the id it
     can find, and go on.  A blank line is left to the SDK: no request, no answer."""
-    try:
-        jsonrpc_message_adapter.validate_json(text, by_name=False)
-    except ValueError:
-        pass
-    else:
-        return None
-    if not text.strip():
+    if not text.strip() or _valid_message(text):
         return None
     try:
         json.loads(text)
@@ -480,6 +474,15 @@ def _unreadable(text: str, line: bytes) -> dict[str, Any] | None:
         )
     ident = _request_id(line[:4096], line[-4096:])
     return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
+
+
+def _valid_message(text: str) -> bool:
+    """Whether the SDK's validation takes ``text`` as a JSON-RPC message."""
+    try:
+        jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _not_unicode(text: str) -> dict[str, Any] | None:
