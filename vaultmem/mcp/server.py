@@ -391,7 +391,7 @@ class _PipeLines:
     so is every message the SDK's own validation refuses.  So is
     a line longer than ``limit`` bytes (the reader's limit), which is dropped
     as it arrives, never held whole: its answer carries the id found at the
-    start of the line."""
+    start or the end of the line."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: _PipeWriter, limit: int) -> None:
         self.reader = reader
@@ -497,7 +497,7 @@ def _not_unicode(text: str) -> dict[str, Any] | None:
         error = {"code": -32602, "message": "Error: the request holds text that is not Unicode (a lone surrogate)."}
         return {"jsonrpc": "2.0", "id": ident, "error": error}
     except ValueError:
-        return None  # not JSON: the SDK answers that itself
+        return None  # not JSON: _unreadable answers it
     return None
 
 
