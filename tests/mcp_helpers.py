@@ -251,10 +251,13 @@ class HttpServer:
     Use as a context manager: it is stopped (terminated, killed after a
     bounded wait) however the test ends."""
 
-    def __init__(self, served: Served, *options: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, served: Served, *options: str, env: dict[str, str] | None = None, open_files: int | None = None
+    ) -> None:
         self.served = served
         self.options = options
         self.extra_env = env or {}
+        self.open_files = open_files  # the server process's limit on open files (ulimit -n)
         self.port = 0
         self.log = served.home / "http-server.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -283,6 +286,8 @@ class HttpServer:
         self.stop()
         self.port = free_port()
         command = self.served.command("--http", "--port", str(self.port), "--actor", ACTOR, *self.options)
+        if self.open_files is not None:
+            command = ["bash", "-c", f'ulimit -n {self.open_files} && exec "$@"', "bash", *command]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 command,

@@ -229,6 +229,26 @@ def test_view_listing_past_the_cap_stops_and_suggests_a_subdirectory(vault, vaul
     assert all(vault.snapshot().kind(parse(p)) == "dir" for p in suggested)
 
 
+def test_a_listing_cut_inside_a_subdirectory_suggests_that_subdirectory(vault, put):
+    put({**{f"/memories/a/f{j:02}.txt": "x" for j in range(20)}, "/memories/b/g.txt": "y"})
+    last = with_limits(vault, view_cap=200).call({"command": "view", "path": "/memories"}).split("\n")[-1]
+    assert last.endswith("view a subdirectory such as /memories/a to see the rest.]"), last
+
+
+def test_a_flat_folder_past_the_cap_never_suggests_viewing_itself_again(vault, put):
+    put({f"/memories/notes/f{j:03}.txt": "x" for j in range(40)})
+    tool = with_limits(vault, view_cap=300)
+    lines = tool.call({"command": "view", "path": "/memories/notes/"}).split("\n")
+    shown = [line.split("\t")[1] for line in lines[2:-1]]
+    assert shown == [f"/memories/notes/f{j:03}.txt" for j in range(len(shown))]
+    assert lines[-1] == (
+        f"[Listing cut at 300 characters after {len(shown)} of 40 entries; the other {40 - len(shown)} are files "
+        f"directly in /memories/notes, from /memories/notes/f{len(shown):03}.txt on, and no view of a subdirectory "
+        "lists them.]"
+    )
+    assert "view a subdirectory" not in lines[-1]
+
+
 def test_view_of_a_directory_with_view_range_is_an_error(refused, put):
     put({"/memories/d/x.txt": "x\n"})
     assert refused(command="view", path="/memories/d", view_range=[1, 1]).startswith("Error: ")

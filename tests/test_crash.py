@@ -266,6 +266,19 @@ def test_a_ref_lock_of_another_program_is_waited_for_then_refused(
     fsck_clean(vault_path)
 
 
+def test_a_ref_lock_refusal_names_the_lock_in_the_vault_not_the_hosts_path(
+    vault: Vault, vault_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What Claude (or an MCP client) reads never holds a path of the host."""
+    (vault_path / "refs" / "heads" / "main.lock").write_text("junk\n")
+    monkeypatch.setattr(commits, "LOCK_WAIT", 0.05)
+    with pytest.raises(ToolError) as info:
+        VaultMemoryTool(vault, actor="t").call({"command": "create", "path": "/memories/b.txt", "file_text": "b"})
+    message = str(info.value)
+    assert "remove refs/heads/main.lock from the vault's folder" in message
+    assert str(vault_path) not in message and str(vault_path.parent) not in message
+
+
 def _create(snap, path: str):  # type: ignore[no-untyped-def]
     from vaultmem.core.paths import parse
     from vaultmem.repo.store import Change

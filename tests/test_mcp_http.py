@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ from vaultmem import VaultMemoryTool
 MAX_REQUEST = 10_000  # --max-request-bytes of the module's server; bodies over it + 64 KiB get 413
 ALLOWED_ORIGIN = "https://console.example.com"
 ALLOWED_HOST = "vault.internal.example:443"
+PROXIED_HOST = "agents.example.com"  # allowed on any port (NAME:*), the default one included
 SESSION = re.compile(rf"mcp-{CLIENT}-[A-Za-z0-9_-]{{12}}")
 NINE_TOOLS = ["create", "delete", "diff", "history", "insert", "read_version", "rename", "str_replace", "view"]
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -61,7 +64,10 @@ def hidden(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
 def server(tmp_path_factory: pytest.TempPathFactory, hidden: tuple[str, ...]) -> Iterator[HttpServer]:
     """One HTTP server for this module, its token in the default token file."""
     served = Served.make(tmp_path_factory.mktemp("mcp-http"), hidden)
-    options = ("--max-request-bytes", str(MAX_REQUEST), "--allow-origin", ALLOWED_ORIGIN, "--allow-host", ALLOWED_HOST)
+    options = (
+        *("--max-request-bytes", str(MAX_REQUEST), "--allow-origin", ALLOWED_ORIGIN),
+        *("--allow-host", ALLOWED_HOST, "--allow-host", f"{PROXIED_HOST}:*"),
+    )
     with HttpServer(served, *options) as running:
         yield running
 
@@ -171,6 +177,39 @@ def test_the_token_can_come_from_the_environment(tmp_path, hidden):
     assert [author for _c, author, _s in commits(served.path)] == [ACTOR]
 
 
+@pytest.mark.parametrize(
+    ("token", "words"),
+    [
+        ("too-short", "shorter than 32 characters"),
+        ("clé-" + "x" * 40, "characters a bearer token cannot"),
+        ("two words " + "x" * 40, "characters a bearer token cannot"),
+        (" " * 40, "shorter than 32 characters"),
+    ],
+    ids=["short", "not-ascii", "space", "blank"],
+)
+def test_a_token_clients_could_not_send_is_refused_before_serving(tmp_path, hidden, token, words):
+    served = Served.make(tmp_path / "mcp", hidden)
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n", encoding="utf-8")
+    token_file.chmod(0o600)
+    from_env = "VAULTMEM_MCP_TOKEN" if token.strip() else str(token_file)  # a blank variable is no token
+    for env, source in (({"VAULTMEM_MCP_TOKEN": token}, from_env), ({}, str(token_file))):
+        result = subprocess.run(
+            served.command("--http", "--port", "1", "--token-file", str(token_file)),
+            env=served.env(**env),
+            cwd=str(served.home),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert source in line and words in line, line
+        assert "unexpected" not in line
+
+
 def test_a_short_environment_token_is_refused_before_serving(tmp_path, hidden):
     served = Served.make(tmp_path / "mcp", hidden)
     result = subprocess.run(
@@ -205,6 +244,13 @@ def test_a_short_environment_token_is_refused_before_serving(tmp_path, hidden):
         ({}, 200),
         ({"Origin": ALLOWED_ORIGIN}, 200),
         ({"Origin": "http://127.0.0.1:PORT"}, 200),
+        ({"Host": "127.0.0.1"}, 200),  # any port includes none
+        ({"Host": "localhost"}, 200),
+        ({"Origin": "http://localhost"}, 200),
+        ({"Host": PROXIED_HOST}, 200),  # a TLS proxy on 443 passes the name on without a port
+        ({"Host": f"{PROXIED_HOST}:8443"}, 200),
+        ({"Host": f"{PROXIED_HOST}.evil.example"}, 421),
+        ({"Host": "vault.internal.example"}, 421),  # allowed on 443 only
     ],
 )
 def test_origin_and_host_are_checked_after_the_token(server, token, extra, status):
@@ -377,6 +423,70 @@ def test_two_clients_writing_at_once_lose_no_update(server, token, hidden):
     for tag in ("a", "b"):
         (session,) = owners[tag]
         assert by_session[session] == len(acknowledged[tag])
+
+
+def _stalled(port: int, sent: bytes) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10.0)
+    connection.sendall(sent)
+    return connection
+
+
+def _closed_by_server(connection: socket.socket, within: float) -> bool:
+    connection.settimeout(within)
+    try:
+        return connection.recv(1024) == b""
+    except TimeoutError:
+        return False
+    except OSError:  # reset
+        return True
+
+
+def test_a_connection_that_does_not_send_a_whole_request_in_time_is_closed(tmp_path, hidden):
+    served = Served.make(tmp_path / "mcp", hidden)
+    with HttpServer(served, "--request-timeout", "1") as running:
+        token = (served.path.resolve() / "vaultmem" / "mcp-token").read_text(encoding="ascii").strip()
+        body = json.dumps(INITIALIZE).encode()
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{running.port}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        silent = _stalled(running.port, b"")
+        half_head = _stalled(running.port, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        half_body = _stalled(running.port, head + body[:10])  # the token, and a body cut short
+        started = time.monotonic()
+        for connection in (silent, half_head, half_body):
+            assert _closed_by_server(connection, within=20.0)
+            connection.close()
+        assert 0.9 <= time.monotonic() - started < 20.0
+        whole = _stalled(running.port, head + body)  # in time: answered
+        whole.settimeout(20.0)
+        assert whole.recv(1024).startswith(b"HTTP/1.1 200 ")
+        whole.close()
+        assert "Traceback" not in running.log_text()
+
+
+def test_connections_that_never_send_a_request_cannot_shut_out_a_client_with_the_token(tmp_path, hidden):
+    """With 256 files allowed, 300 connections that never finish a request:
+    each new one closes the oldest of them, the server keeps its files and
+    serves the client with the token at once."""
+    served = Served.make(tmp_path / "mcp", hidden)
+    with HttpServer(served, open_files=256) as running:
+        token = (served.path.resolve() / "vaultmem" / "mcp-token").read_text(encoding="ascii").strip()
+        stalled = [_stalled(running.port, b"POST /mcp HTTP/1.1\r\n") for _ in range(300)]
+        try:
+            assert post(running, INITIALIZE, {"Authorization": f"Bearer {token}"}).status_code == 200
+            closed = sum(_closed_by_server(connection, within=0.05) for connection in stalled)
+            assert closed >= 300 - 256
+        finally:
+            for connection in stalled:
+                connection.close()
+        with running.session(token) as session:
+            assert not session.call("create", {"path": "/memories/still.txt", "file_text": "s\n"}).is_error
+        assert running.proc is not None and running.proc.poll() is None
+        log = running.log_text()
+        assert "Traceback" not in log and "Logging error" not in log
+        assert len(log.splitlines()) <= 5, log[-2000:]
 
 
 def test_the_server_log_holds_no_traceback(server, token):

@@ -1416,6 +1416,13 @@ def _mcp_parser(commands: _Commands) -> None:
         help="with --http: also accept requests whose Origin is URL (browsers); repeatable",
     )
     mcp.add_argument(
+        "--request-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="with --http: close a connection that takes longer to send a whole request (default 30)",
+    )
+    mcp.add_argument(
         "--max-request-bytes",
         metavar="N",
         type=int,
@@ -1439,14 +1446,17 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
     if not args.http:
         anyio.run(serve_stdio, memory.build(inline=True), args.max_request_bytes)
         return 0
-    token = os.environ.get(mcp_http.ENV_TOKEN)
+    token = os.environ.get(mcp_http.ENV_TOKEN, "").strip()
     token_file = (
         Path(args.token_file) if args.token_file else Path(vault.path).resolve() / "vaultmem" / mcp_http.TOKEN_FILE
     )
+    where = mcp_http.ENV_TOKEN if token else str(token_file)
     if not token:
         token = mcp_http.load_or_make_token(token_file)
-    elif len(token) < 32:
-        raise UsageError(f"{mcp_http.ENV_TOKEN} must be at least 32 characters.")
+    elif (problem := mcp_http.token_problem(token)) is not None:
+        raise UsageError(f"{mcp_http.ENV_TOKEN} {problem}; give a token of at least 32 characters.")
+    if not 0 < args.request_timeout <= 3600:
+        raise UsageError("--request-timeout must be more than 0 and at most 3600 seconds.")
     app = mcp_http.http_app(
         memory.build(),
         token=token,
@@ -1456,14 +1466,14 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
         hosts=args.allow_host,
         max_request_bytes=args.max_request_bytes,
     )
-    where = "VAULTMEM_MCP_TOKEN" if os.environ.get(mcp_http.ENV_TOKEN) else str(token_file)
+    sock = mcp_http.listen(args.host, args.port)
     print(
         f"vaultmem: serving {args.vault} over MCP at http://{args.host}:{args.port}{mcp_http.PATH} "
         f"as {args.actor}{' (read-only)' if args.read_only else ''}; clients send the token in {where}",
         file=sys.stderr,
         flush=True,
     )
-    mcp_http.serve(app, args.host, args.port)
+    mcp_http.serve(app, sock, request_timeout=args.request_timeout)
     return 0
 
 

@@ -372,7 +372,7 @@ class CommitPath:
                         raise BusyError(
                             f"Error: {ref}.lock exists: another program (a git command?) is updating the vault, "
                             "so nothing was changed. Try again when it has finished; if no git command is "
-                            f"running, that file was left by one that died: remove {path}."
+                            f"running, that file was left by one that died: remove {ref}.lock from the vault's folder."
                         ) from None
                     time.sleep(pause)
                     pause = min(pause * 2, 0.05)

@@ -5,14 +5,26 @@ cap on the size of a request (docs/mcp.md, "Over HTTP").
 The token is generated once, kept in a file of mode 0600 (by default in
 the vault's state folder), and compared in constant time.  A request
 without it gets 401 and never reaches the MCP session layer.
+
+A connection must deliver each request whole (headers and body) within the
+request timeout, or it is closed; when the server holds as many connections
+as it allows, a new one closes the oldest still sending its request.  So
+connections that never finish a request can neither hold the server's
+file descriptors nor shut out a client with the token.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import os
+import re
+import resource
 import secrets
+import socket
 import stat
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +32,7 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from vaultmem.core.crypto import read_secret_file
 from vaultmem.errors import BadKeyError, VaultError
@@ -30,17 +43,31 @@ TOKEN_FILE = "mcp-token"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PATH = "/mcp"
+REQUEST_TIMEOUT = 30.0  # seconds a connection has to deliver a request whole
+MAX_CONNECTIONS = 1000  # at most; fewer if the process may not open so many files
+FILES_KEPT_FREE = 200  # file descriptors kept from connections: the vault's files, accepts in flight
+TOKEN_CHARACTERS = re.compile(r"[A-Za-z0-9._~+/-]+=*")  # a bearer token (RFC 6750's b64token)
 
 Scope = dict[str, Any]
 ASGIApp = Any
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be the bearer token clients send, or None."""
+    if len(token) < 32:
+        return "is shorter than 32 characters"
+    if not TOKEN_CHARACTERS.fullmatch(token):
+        return "holds characters a bearer token cannot: use letters, digits and - . _ ~ + / (and = at the end)"
+    return None
 
 
 def load_or_make_token(path: Path) -> str:
     """The bearer token in ``path``; a new random one (mode 0600) if there is none."""
     if path.exists():
         token = read_secret_file(path, "token file").strip()
-        if len(token) < 32:
-            raise BadKeyError(f"Error: the token in {path} is shorter than 32 characters; remove it to get a new one.")
+        problem = token_problem(token)
+        if problem is not None:
+            raise BadKeyError(f"Error: the token in {path} {problem}; remove it to get a new one.")
         return token
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
@@ -55,9 +82,10 @@ def load_or_make_token(path: Path) -> str:
 class BearerToken:
     """ASGI middleware: HTTP requests without ``Authorization: Bearer TOKEN`` get 401."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, max_body: int) -> None:
         self.app = app
         self.expected = token.encode("ascii")
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":  # lifespan: the session manager starts and stops here
@@ -85,7 +113,26 @@ class BearerToken:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        await self.app(scope, receive, send)
+        # The body whole before the MCP layer sees the request: a client that
+        # goes (or is closed for taking too long) halfway through it is no
+        # failure of the server.  Past max_body the SDK answers 413.
+        messages: list[dict[str, Any]] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            messages.append(message)
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False) or size > self.max_body:
+                break
+        queued = iter(messages)
+
+        async def replay() -> Any:
+            message = next(queued, None)
+            return message if message is not None else await receive()
+
+        await self.app(scope, replay, send)
 
 
 def http_app(
@@ -101,9 +148,11 @@ def http_app(
     """The ASGI app ``vaultmem mcp --http`` serves: the server's streamable
     HTTP endpoint at ``/mcp`` behind the token, Host and Origin checks.
     ``hosts`` are more ``Host`` values to accept (``name:port`` or
-    ``name:*``): the names clients on other hosts, or a proxy, reach it by."""
-    allowed_hosts = [*hosts, f"{host}:{port}", f"{host}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"]
-    allowed_origins = [*origins, f"http://{host}:{port}", "http://127.0.0.1:*", "http://localhost:*"]
+    ``name:*``): the names clients on other hosts, or a proxy, reach it by.
+    "Any port" includes none, the scheme's default (a TLS proxy on 443
+    passes ``Host: name`` on)."""
+    allowed_hosts = _any_port([*hosts, f"{host}:{port}", f"{host}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"])
+    allowed_origins = _any_port([*origins, f"http://{host}:{port}", "http://127.0.0.1:*", "http://localhost:*"])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
     )
@@ -113,11 +162,142 @@ def http_app(
         transport_security=security,
         host=host,
     )
-    return BearerToken(app, token)
+    return BearerToken(app, token, max_request_bytes + ENVELOPE_BYTES)
 
 
-def serve(app: ASGIApp, host: str, port: int) -> None:
+def _any_port(allowed: Sequence[str]) -> list[str]:
+    """``allowed`` and, for each ``NAME:*``, ``NAME`` itself (no port given)."""
+    return [*allowed, *(value[:-2] for value in allowed if value.endswith(":*"))]
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, or a clear error (the port is
+    taken, the address is not this host's) before anything is announced."""
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False)
-    except OSError as err:  # the port is taken, the address is not this host's
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+    except OSError as err:
         raise VaultError(f"Error: cannot listen on {host}:{port}: {err.strerror or err}.") from err
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(info[4])
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        raise VaultError(f"Error: cannot listen on {host}:{port}: {err.strerror or err}.") from err
+    sock.set_inheritable(True)
+    return sock
+
+
+def connection_limit() -> int:
+    """How many connections the server holds at once: MAX_CONNECTIONS, or
+    fewer if this process may not open that many files.
+
+    The soft limit on open files is raised to the hard one (at most 4,096)
+    first.  The connections leave room for the vault's own files and for a
+    burst of accepted connections not yet closed (the event loop accepts up
+    to 100 at a time)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft - FILES_KEPT_FREE))
+
+
+def guarded_protocol(request_timeout: float, max_connections: int) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol, closing a connection that takes longer
+    than ``request_timeout`` to deliver a request whole, and, past
+    ``max_connections``, the oldest connection still sending one."""
+    sending: dict[H11Protocol, None] = {}  # connections in the middle of a request, oldest first
+
+    class Guarded(H11Protocol):
+        deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            if len(self.connections) > max_connections:
+                oldest = next(iter(sending), None)
+                if oldest is None:  # every connection is being answered: this one waits its turn elsewhere
+                    transport.close()
+                    return
+                oldest.transport.close()
+                self._settled_(oldest)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self.deadline is None and (self.cycle is None or self.cycle.response_complete):
+                self._arm()  # a new request begins
+            super().data_received(data)
+            cycle = self.cycle
+            if self.deadline is not None and cycle is not None and not cycle.more_body and not cycle.response_complete:
+                self._settled_(self)  # the request is whole: the answer may take as long as it needs
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._settled_(self)
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self.deadline = self.loop.call_later(request_timeout, self._too_slow)
+            sending[self] = None
+
+        def _too_slow(self) -> None:
+            self.deadline = None
+            sending.pop(self, None)
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        @staticmethod
+        def _settled_(protocol: H11Protocol) -> None:
+            sending.pop(protocol, None)
+            handle = getattr(protocol, "deadline", None)
+            if handle is not None:
+                handle.cancel()
+                protocol.deadline = None  # type: ignore[attr-defined]
+
+    return Guarded
+
+
+def serve(app: ASGIApp, sock: socket.socket, *, request_timeout: float = REQUEST_TIMEOUT) -> None:
+    """Serve ``app`` on ``sock`` (from :func:`listen`) until stopped."""
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        http=guarded_protocol(request_timeout, connection_limit()),
+    )
+    server = uvicorn.Server(config)
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(_LoopTrouble())
+        await server.serve(sockets=[sock])
+
+    asyncio.run(run())
+
+
+class _LoopTrouble:
+    """The event loop's exception handler: one plain line on stderr for each
+    kind of trouble at most every ten seconds (the event loop retries an
+    accept that ran out of file descriptors every second), with no
+    traceback and nothing imported while files may be short."""
+
+    def __init__(self) -> None:
+        self.said: dict[str, float] = {}
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        message = str(context.get("message", "trouble in the event loop")).split("\n", 1)[0]
+        err = context.get("exception")
+        if isinstance(err, OSError) and err.errno is not None:
+            message += f": {os.strerror(err.errno)}"
+        elif err is not None:
+            message += f": {type(err).__name__}"
+        now = loop.time()
+        if now - self.said.get(message, -60.0) >= 10.0:
+            self.said[message] = now
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(f"vaultmem: {message}\n")
+                sys.stderr.flush()

@@ -262,17 +262,33 @@ class MemoryCommands:
         for index, entry in enumerate(entries):
             line = f"{text.format_size(entry.size)}\t{shown_path(entry)}" + ("/" if entry.kind == "dir" else "")
             if used + len(line) + 1 > self.view_cap:
-                # Suggest the first folder not shown yet, else the first one shown.
-                folders = [e for e in entries[index:] + entries[:index] if e.kind == "dir"]
-                hint = shown_path(folders[0]) if folders else shown
-                out.append(
-                    f"[Listing cut at {self.view_cap:,} characters after {index} of {len(entries)} entries; "
-                    f"view a subdirectory such as {hint} to see the rest.]"
-                )
+                out.append(self._listing_cut(entries, index, path, shown_path))
                 break
             out.append(line)
             used += len(line) + 1
         return "\n".join(out)
+
+    def _listing_cut(
+        self, entries: list[Listed], index: int, path: MemoryPath, shown_path: Callable[[Listed], str]
+    ) -> str:
+        """The last line of a listing cut before ``entries[index]``: the
+        subdirectory to view for the rest, or, when the rest are files
+        directly in the folder listed (which no narrower view lists), the
+        next of them by name."""
+        cut = f"[Listing cut at {self.view_cap:,} characters after {index} of {len(entries)} entries; "
+        depth = len(path.parts) + 1
+        first = entries[index]
+        # Inside a subdirectory: view that one, from its start; else the next one.
+        inside = [
+            e for e in entries[:index] if len(first.path.parts) > depth and e.path.parts == first.path.parts[:depth]
+        ]
+        folders = inside + [e for e in entries[index:] if e.kind == "dir"]
+        if folders:
+            return cut + f"view a subdirectory such as {shown_path(folders[0])} to see the rest.]"
+        return cut + (
+            f"the other {len(entries) - index} are files directly in {shown_path(first).rsplit('/', 1)[0]}, "
+            f"from {shown_path(first)} on, and no view of a subdirectory lists them.]"
+        )
 
     def _view_file(self, snap: Snapshot, path: MemoryPath, shown: str, view_range: list[int] | None) -> str:
         content = snap.read_text(path)
