@@ -340,6 +340,28 @@ def power_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(commits, "epoch", lambda gitdir: b"after a power cut")
 
 
+def test_the_repair_after_a_power_cut_keeps_a_whole_pack_with_a_version_1_index(
+    vault: Vault, vault_path: Path, key: str, call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`git -c pack.indexVersion=1 gc` packs the whole history with an index
+    of version 1: a pack git reads, not a damaged one."""
+    for i in range(5):
+        call(command="create", path=f"/memories/f{i}.txt", file_text=f"{i}\n")
+    vault.close()
+    git(vault_path, "-c", "pack.indexVersion=1", "gc", "--quiet")
+    (idx,) = (vault_path / "objects" / "pack").glob("pack-*.idx")
+    assert idx.read_bytes()[:4] != b"\377tOc"  # version 1: no header
+    tool = VaultMemoryTool(Vault.open(vault_path, key=key), actor="t")
+    tool.call({"command": "create", "path": "/memories/g.txt", "file_text": "g\n"})  # a record not checkpointed
+    power_cut(monkeypatch)
+    reopened = Vault.open(vault_path, key=key)
+    VaultMemoryTool(reopened, actor="next").call({"command": "create", "path": "/memories/n.txt", "file_text": "n"})
+    assert idx.exists()
+    assert len(git(vault_path, "rev-list", "main").split()) == 7
+    assert [reopened.read(f"/memories/f{i}.txt") for i in range(5)] == [f"{i}\n" for i in range(5)]
+    fsck_clean(vault_path)
+
+
 def test_a_call_that_fails_after_its_record_is_durable_is_never_repaired_into_place(
     vault: Vault, vault_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -411,6 +433,49 @@ def died_at(helper: Helper, vault: Vault, vault_path: Path, key: str, step: str)
     assert (acks, code) == ([], 7)
     fsck_clean(vault_path)  # stock git sees the state before the call, or a dangling pack
     return head
+
+
+def test_a_git_lock_without_write_bits_is_not_taken_for_a_dead_writer_s(
+    helper: Helper, vault: Vault, vault_path: Path, key: str, call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a umask of 0222 git's ref locks have no write bit, as vaultmem's
+    have none: after a vaultmem writer died holding the writer lock, the next
+    writer waits for git's lock as for any other program's, never removing it."""
+    call(command="create", path="/memories/first.txt", file_text="first\n")
+    head = died_at(helper, vault, vault_path, key, "kept")
+    target = git(vault_path, "rev-parse", "vaultmem-keyring").strip()
+    old_umask = os.umask(0o222)
+    try:
+        update = subprocess.Popen(
+            ["git", "-C", str(vault_path), "update-ref", "--stdin"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.umask(old_umask)
+    try:
+        assert update.stdin is not None and update.stdout is not None
+        update.stdin.write(f"start\nupdate refs/heads/main {target} {head}\nprepare\n")
+        update.stdin.flush()
+        assert [update.stdout.readline(), update.stdout.readline()] == ["start: ok\n", "prepare: ok\n"]
+        lock = vault_path / "refs" / "heads" / "main.lock"
+        held = os.stat(lock)
+        assert held.st_mode & 0o222 == 0
+        monkeypatch.setattr(commits, "LOCK_WAIT", 0.2)
+        with pytest.raises(ToolError, match=r"main\.lock exists"):
+            VaultMemoryTool(Vault.open(vault_path, key=key), actor="next").call(
+                {"command": "create", "path": "/memories/b.txt", "file_text": "b"}
+            )
+        assert os.stat(lock).st_ino == held.st_ino  # git's lock, untouched
+        update.stdin.write("commit\n")
+        update.stdin.close()
+        assert update.stdout.readline() == "commit: ok\n"
+    finally:
+        update.kill()
+        update.wait()
+    assert git(vault_path, "rev-parse", "main").strip() == target
 
 
 @pytest.mark.slow
@@ -570,6 +635,53 @@ def test_an_operator_moving_main_back_is_not_undone(vault: Vault, vault_path: Pa
     VaultMemoryTool(reopened, actor="n").call({"command": "create", "path": "/memories/c.txt", "file_text": "c"})
     assert git(vault_path, "rev-parse", "main^").strip() == back
     fsck_clean(vault_path)
+
+
+AGENT_KILLED_AFTER_ITS_CALLS = """
+import os, sys
+from vaultmem import Vault, VaultMemoryTool
+tool = VaultMemoryTool(Vault.open(sys.argv[1], key=sys.argv[2]), actor="agent")
+for name in ("a", "b"):
+    tool.call({"command": "create", "path": f"/memories/{name}.txt", "file_text": name})
+os.kill(os.getpid(), 9)  # killed right after its last call returned: its records are not checkpointed
+"""
+
+
+@pytest.fixture
+def bind_mount(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A folder and the same folder bind-mounted elsewhere (as a container's volume)."""
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    folder, seen = tmp_path / "host", tmp_path / "container"
+    folder.mkdir()
+    seen.mkdir()
+    subprocess.run(["mount", "--bind", str(folder), str(seen)], check=True, capture_output=True)
+    try:
+        yield folder, seen
+    finally:
+        subprocess.run(["umount", "-l", str(seen)], check=False, capture_output=True)
+
+
+def test_a_writer_through_a_bind_mount_leaves_an_operator_s_move_of_main_alone(
+    bind_mount: tuple[Path, Path], key: str
+) -> None:
+    """The same file system through another mount is no power cut: its
+    journal records need no repair, and an operator's rollback stays."""
+    folder, seen = bind_mount
+    Vault.init(folder / "v.vault", key=key).close()
+    agent = subprocess.run(
+        [sys.executable, "-c", AGENT_KILLED_AFTER_ITS_CALLS, str(folder / "v.vault"), key], check=False, timeout=120
+    )
+    assert agent.returncode == -signal.SIGKILL
+    assert journal.Journal(folder / "v.vault").pending()  # the records a repair would replay
+    git(folder / "v.vault", "update-ref", "refs/heads/main", "main~1")
+    back = git(folder / "v.vault", "rev-parse", "main").strip()
+    VaultMemoryTool(Vault.open(seen / "v.vault", key=key), actor="n").call(
+        {"command": "create", "path": "/memories/c.txt", "file_text": "c"}
+    )
+    assert git(folder / "v.vault", "rev-parse", "main^").strip() == back
+    assert "memories/b.txt" not in git(folder / "v.vault", "ls-tree", "-r", "--name-only", "main")
+    fsck_clean(folder / "v.vault")
 
 
 def test_journal_records_round_trip_and_reject_damage(tmp_path: Path) -> None:

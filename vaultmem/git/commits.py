@@ -37,10 +37,11 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +49,7 @@ from vaultmem.core.signing import GPGSIG, gpgsig_value
 from vaultmem.errors import BusyError, IntegrityError, StorageError, VaultError
 from vaultmem.git import durable, objects
 from vaultmem.git.fresh import FreshFiles
-from vaultmem.git.journal import Journal, JournalFullError, Move
+from vaultmem.git.journal import Journal, JournalFullError, Move, same_epoch
 from vaultmem.git.journal import epoch as epoch
 
 LOCK_WAIT = 2.0  # seconds to wait for another program's ref lock
@@ -381,13 +382,26 @@ class CommitPath:
         finally:
             _drop(made)  # the lock keeps the file
 
-    def _our_lock(self, lock_path: str) -> bool:
-        """Whether ``lock_path`` is a ref lock vaultmem made (no write permission bit)."""
+    def _our_lock(self, lock_path: str, ids: Collection[bytes], *, garbled: bool = False) -> bool:
+        """Whether ``lock_path`` is a ref lock vaultmem made: no write
+        permission bit, and holding one of the ``ids`` vaultmem recorded
+        moving that ref to.  The mode alone is no proof: git makes its locks
+        with mode 0666 less the umask, so under a umask of 0222 they have no
+        write bit either, and they hold the id git is moving the ref to.
+        After a power cut (``garbled``), a lock holding no id at all is
+        vaultmem's too: its lock reached the disk without its data, and no
+        git command outlives a power cut."""
         try:
             st = os.lstat(lock_path)
+            if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o222 != 0 or st.st_size > 4096:
+                return False
+            with open(lock_path, "rb") as fh:
+                held = fh.read(4096)
         except OSError:
             return False
-        return stat.S_ISREG(st.st_mode) and st.st_mode & 0o222 == 0
+        if re.fullmatch(rb"[0-9a-f]{40}\n", held) is not None:
+            return bytes.fromhex(held[:40].decode("ascii")) in ids
+        return garbled
 
     def _keep(self, name: str) -> str | None:
         """Protect the pack about to be written from repack and gc; None if a
@@ -625,7 +639,7 @@ class CommitPath:
         if intent is not None:
             new = bytes.fromhex(intent.new)
             lock_path = os.path.join(self.gitdir, intent.ref + ".lock")
-            if self._our_lock(lock_path):
+            if self._our_lock(lock_path, {new}):
                 os.unlink(lock_path)
             journaled = next((m for m in self.journal.pending() if m.new == new and m.ref == intent.ref), None)
             current = read_ref_or_damaged(self.gitdir, intent.ref)  # garbled by a power cut: the repair decides
@@ -666,7 +680,7 @@ class CommitPath:
         """Rebuild what a power cut may have lost: for each move of an earlier
         epoch not covered by a checkpoint, its pack and index byte for byte,
         and its ref if the ref still holds the move's old id (or is damaged)."""
-        moves = [m for m in self.journal.pending() if m.epoch != self.epoch]
+        moves = [m for m in self.journal.pending() if not same_epoch(m.epoch, self.epoch)]
         if not moves:
             self._repair_garbled_refs()
             return
@@ -677,7 +691,7 @@ class CommitPath:
         self._retire_damaged_packs()
         for ref, target in replay(self.gitdir, moves).items():
             lock_path = os.path.join(self.gitdir, ref + ".lock")
-            if self._our_lock(lock_path):
+            if self._our_lock(lock_path, {m.new for m in moves if m.ref == ref}, garbled=True):
                 os.unlink(lock_path)  # a lock of ours the power cut left behind
             self._move(ref, None, target, check=False)
         self.checkpoint()
@@ -691,12 +705,12 @@ class CommitPath:
             if read_ref_or_damaged(self.gitdir, ref) not in (None, DAMAGED):
                 continue
             move = self.journal.latest(ref)
-            if move is None or move.epoch == self.epoch:
+            if move is None or same_epoch(move.epoch, self.epoch):
                 continue
             if move.pack:
                 self._restore_pack(move.pack)
             lock_path = os.path.join(self.gitdir, ref + ".lock")
-            if self._our_lock(lock_path):
+            if self._our_lock(lock_path, {move.new}, garbled=True):
                 os.unlink(lock_path)
             self._move(ref, None, move.new, check=False)
 
@@ -721,7 +735,9 @@ class CommitPath:
         merged pack's victim or a retired pack whose removal reached the
         disk only in part), is retired when every object its index lists is
         in a whole pack too, or when neither file holds anything readable.
-        Any other damaged pack is left for verify to report."""
+        Any other damaged pack is left for verify to report, and so is any
+        pack whose own bytes are whole (its index may be of a kind this
+        repair does not rebuild)."""
         whole: set[bytes] = set()
         damaged: list[tuple[Path, list[bytes] | None]] = []
         for pack in sorted(self.pack_dir.glob("pack-*.pack")):
@@ -730,11 +746,12 @@ class CommitPath:
                 idx = pack.with_suffix(".idx").read_bytes()
             except OSError:
                 continue  # no index: git does not look at it
-            ids = [oid for oid, _, _ in objects.read_index(idx)] if objects.valid_index(idx) else None
-            if ids is not None and objects.valid_pack(data) and idx[-40:-20] == data[-20:]:
-                whole.update(ids)
-            else:
-                damaged.append((pack, ids))
+            ids = objects.index_ids(idx) if objects.valid_index(idx) else None
+            if objects.valid_pack(data):
+                if ids is not None and idx[-40:-20] == data[-20:]:
+                    whole.update(ids)
+                continue
+            damaged.append((pack, ids))
         for pack, ids in damaged:
             if ids is None or whole.issuperset(ids):
                 self.retire(pack)

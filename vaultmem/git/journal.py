@@ -145,6 +145,28 @@ def epoch(gitdir: Path) -> bytes:
     return "/".join(parts).encode("ascii", "replace")[:200]
 
 
+def same_epoch(recorded: bytes, current: bytes) -> bool:
+    """Whether a record written in epoch ``recorded`` was written through the
+    page cache of the epoch ``current``: the same epoch, or the same boot
+    and device through a mount of it that is still mounted here (a bind
+    mount, or the same folder reached by another path), so no power cut or
+    second mount came between.  A mount that is gone means the file system
+    was mounted again: that record may need its repair."""
+    if recorded == current:
+        return True
+    if current == b"unknown" or recorded == b"unknown":
+        return False
+    boot, dev, mount_id = [*recorded.decode("ascii", "replace").split("/"), "", "", ""][:3]
+    here = current.decode("ascii", "replace").split("/")
+    if len(here) != 3 or here[:2] != [boot, dev] or not mount_id:
+        return False
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            return any(fields[:1] == [mount_id] and fields[2:3] == [dev] for fields in (line.split() for line in fh))
+    except OSError:
+        return False
+
+
 def datasync(fd: int) -> None:
     """The one sync of an acknowledged write (a seam for tests of a failing disk)."""
     os.fdatasync(fd)

@@ -223,8 +223,11 @@ def valid_pack(pack: bytes) -> bool:
 
 
 def valid_index(idx: bytes) -> bool:
-    """Whether ``idx`` is a whole version 2 pack index: header, a fan-out
+    """Whether ``idx`` is a whole pack index, of version 2 (what vaultmem and
+    git write) or 1 (git with ``pack.indexVersion=1``): header, a fan-out
     table that never decreases, its size for that count, its checksum."""
+    if idx[:4] != b"\377tOc":
+        return _valid_index_v1(idx)
     if len(idx) < 8 + 256 * 4 + 40 or idx[:8] != b"\377tOc\x00\x00\x00\x02":
         return False
     fanout = struct.unpack(">256I", idx[8 : 8 + 256 * 4])
@@ -235,6 +238,23 @@ def valid_index(idx: bytes) -> bool:
     if len(idx) != 8 + 1024 + 28 * count + 8 * large + 40:
         return False
     return hashlib.sha1(idx[:-20]).digest() == idx[-20:]
+
+
+def _valid_index_v1(idx: bytes) -> bool:
+    if len(idx) < 256 * 4 + 40:
+        return False
+    fanout = struct.unpack(">256I", idx[: 256 * 4])
+    if any(a > b for a, b in itertools.pairwise(fanout)) or len(idx) != 256 * 4 + 24 * fanout[-1] + 40:
+        return False
+    return hashlib.sha1(idx[:-20]).digest() == idx[-20:]
+
+
+def index_ids(idx: bytes) -> list[bytes]:
+    """The object ids a valid pack index (version 1 or 2) lists."""
+    if idx[:4] != b"\377tOc":
+        count = struct.unpack(">I", idx[255 * 4 : 256 * 4])[0]
+        return [idx[256 * 4 + 24 * i + 4 : 256 * 4 + 24 * i + 24] for i in range(count)]
+    return [oid for oid, _, _ in read_index(idx)]
 
 
 def index_of(pack: bytes) -> bytes:

@@ -75,7 +75,7 @@ from vaultmem.git.commits import (
     read_ref_or_damaged,
     replay,
 )
-from vaultmem.git.journal import Journal
+from vaultmem.git.journal import Journal, same_epoch
 from vaultmem.git.snapshot import Layouts, RecentObjects, SizeCache, Snapshot, TreeCache, TreeEditor, relay, root_tree
 from vaultmem.git.upkeep import Upkeep
 from vaultmem.repo import keys
@@ -1135,7 +1135,8 @@ def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes
     ``(main on disk, main as replayed)``, or Nones when there was no power
     cut.  Reads only: opening a vault never writes to it."""
     try:
-        moves = [m for m in Journal(gitdir).pending() if m.epoch != commit_path.epoch(gitdir)]
+        now = commit_path.epoch(gitdir)
+        moves = [m for m in Journal(gitdir).pending() if not same_epoch(m.epoch, now)]
     except OSError:
         return None, None
     if not moves:
