@@ -1109,3 +1109,21 @@ def test_call_does_not_load_the_anthropic_sdk(story: Story) -> None:
     )
     assert result.stderr.strip() == "0 0", result.stderr[-300:]  # exit code 0, no module of the SDK loaded
     assert result.stdout.startswith("Here're the files and directories up to 2 levels deep in /memories")
+
+
+def test_git_setup_on_a_read_only_vault_is_one_clear_error(story: Story, tmp_path: Path) -> None:
+    """A vault mounted read-only (an auditor's copy): git-setup says why it
+    cannot write git's settings, with no "unexpected" error."""
+    if os.geteuid() != 0:
+        pytest.skip("a read-only bind mount needs root")
+    seen = tmp_path / "read-only"
+    seen.mkdir()
+    subprocess.run(["mount", "--bind", str(story.path), str(seen)], check=True, capture_output=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(seen)], check=True, capture_output=True)
+        result = run("--vault", str(seen), "git-setup", env={"VAULTMEM_KEY": story.key})
+    finally:
+        subprocess.run(["umount", "-l", str(seen)], check=False, capture_output=True)
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result.stderr)
+    assert "the vault is on a read-only file system" in line and "unexpected" not in line

@@ -365,3 +365,29 @@ def test_a_plain_git_clone_of_a_vault_is_refused_with_the_way_to_clone_it(
         Vault.open(tmp_path / "copy", key=key)
     said = str(refused.value)
     assert "working copy" in said and "vaultmem clone" in said and "git clone --bare" in said
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [
+        (["init", "-q", "--bare", "--object-format=sha256"], "sha256 object ids (extensions.objectFormat)"),
+        (["config", "extensions.refStorage", "reftable"], "reftable ref storage (extensions.refStorage)"),
+    ],
+    ids=["sha256", "reftable"],
+)
+def test_a_git_repository_of_a_kind_vaultmem_cannot_use_is_named_as_such(
+    tmp_path: Path, key: str, setup: list[str], words: str
+) -> None:
+    folder = tmp_path / "repo.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(folder)], check=True)
+    if setup[0] == "config":
+        git(folder, "config", "core.repositoryformatversion", "1")
+        git(folder, *setup)
+    else:
+        subprocess.run(["rm", "-rf", str(folder)], check=True)
+        subprocess.run(["git", *setup, str(folder)], check=True)
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    with pytest.raises(NotAVaultError) as refused:
+        Vault.open(folder, key=key)
+    assert f"it is a git repository with {words}, which vaultmem does not use" in str(refused.value)
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before

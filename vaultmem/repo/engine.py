@@ -363,6 +363,12 @@ class Engine:
         try:
             repo = pygit2.Repository(str(folder), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except pygit2.GitError as err:
+            kind = _unusable_git_kind(folder)
+            if kind is not None:
+                raise NotAVaultError(
+                    f"Error: {folder} is not a vault: it is a git repository with {kind}, which vaultmem does not "
+                    "use (a vault has SHA-1 objects and refs in files, as `vaultmem init` makes it)."
+                ) from err
             raise NotAVaultError(f"Error: {folder} is not a vault (not a git repository).") from err
         ref = repo.references.get(KEYRING_REF)
         if not repo.is_bare and ref is None and any(r.endswith("/vaultmem-keyring") for r in repo.references):
@@ -1103,17 +1109,21 @@ class Engine:
     def configure_textconv(self, command: str) -> None:
         """Let stock git show decrypted text (``git log -p``, ``git diff``) to
         whoever runs it with the key.  The textconv cache stays off: it would
-        store plaintext in git notes."""
-        config = self.repo.config
-        config["diff.vaultmem.textconv"] = command
-        config["diff.vaultmem.cachetextconv"] = "false"
-        info = self.path / "info"
-        info.mkdir(exist_ok=True)
-        attributes = info / "attributes"
-        line = "memories/** diff=vaultmem"
-        existing = attributes.read_text(encoding="utf-8").splitlines() if attributes.exists() else []
-        if line not in existing:
-            attributes.write_text("\n".join([*existing, line]) + "\n", encoding="utf-8")
+        store plaintext in git notes.  A vault that cannot be written (a
+        read-only mount) is a StorageError; running it again is safe."""
+        try:
+            config = self.repo.config
+            config["diff.vaultmem.textconv"] = command
+            config["diff.vaultmem.cachetextconv"] = "false"
+            info = self.path / "info"
+            info.mkdir(exist_ok=True)
+            attributes = info / "attributes"
+            line = "memories/** diff=vaultmem"
+            existing = attributes.read_text(encoding="utf-8").splitlines() if attributes.exists() else []
+            if line not in existing:
+                attributes.write_text("\n".join([*existing, line]) + "\n", encoding="utf-8")
+        except (pygit2.GitError, OSError) as err:
+            raise setup_error(err) from err
 
 
 @dataclass(frozen=True)
@@ -1123,6 +1133,39 @@ class Entry:
     path: str
     kind: str
     size: int
+
+
+def setup_error(err: Exception) -> StorageError:
+    """git's settings for a vault (``vaultmem git-setup``) could not be written."""
+    if isinstance(err, OSError):
+        reason = commit_path.storage_reason(err)
+    elif "read-only" in str(err).lower():
+        reason = "the vault is on a read-only file system"
+    else:
+        reason = "git could not write the vault's config"
+    return StorageError(
+        f"Error: {reason}, so git's settings for this vault were not all written; "
+        "run it again once the vault is writable."
+    )
+
+
+def _unusable_git_kind(folder: Path) -> str | None:
+    """The repository extension that keeps libgit2 (and so vaultmem) from
+    opening ``folder``, as a few words, if its config names one."""
+    try:
+        text = (folder / "config").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    settings = {
+        name.strip().lower(): value.strip().lower()
+        for name, sep, value in (line.partition("=") for line in text.splitlines())
+        if sep
+    }
+    if settings.get("objectformat", "sha1") != "sha1":
+        return f"{settings['objectformat']} object ids (extensions.objectFormat)"
+    if settings.get("refstorage", "files") != "files":
+        return f"{settings['refstorage']} ref storage (extensions.refStorage)"
+    return None
 
 
 def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes] | None]:

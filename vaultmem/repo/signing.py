@@ -23,7 +23,7 @@ from vaultmem.git.durable import STATE_DIR
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
 from vaultmem.repo import signed
-from vaultmem.repo.engine import Engine, _check_label
+from vaultmem.repo.engine import Engine, _check_label, setup_error
 from vaultmem.repo.history import commits, hiding_files
 from vaultmem.repo.verify import Finding
 
@@ -89,11 +89,14 @@ class Signing(Engine):
         branch and point ``gpg.ssh.allowedSignersFile`` and
         ``gpg.ssh.revocationFile`` at them, so ``git verify-commit`` and
         ``git log --show-signature`` check signatures with no vaultmem."""
-        allowed, revoked = self._write_signer_files()
-        config = self.repo.config
-        config["gpg.format"] = "ssh"
-        config["gpg.ssh.allowedSignersFile"] = str(allowed)
-        config["gpg.ssh.revocationFile"] = str(revoked)
+        try:
+            allowed, revoked = self._write_signer_files()
+            config = self.repo.config
+            config["gpg.format"] = "ssh"
+            config["gpg.ssh.allowedSignersFile"] = str(allowed)
+            config["gpg.ssh.revocationFile"] = str(revoked)
+        except (pygit2.GitError, OSError) as err:
+            raise setup_error(err) from err
         return allowed, revoked
 
     def refresh_allowed_signers(self) -> None:
