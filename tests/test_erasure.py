@@ -406,6 +406,62 @@ def test_a_forget_killed_at_any_step_is_before_or_after_and_finishes_on_the_next
         assert_no_key_left(case, key, blobs)
 
 
+def test_a_forget_killed_after_its_keyring_commit_removes_the_old_keyring_from_git_s_pack(
+    vault: Vault, vault_path: Path, key: str, story: dict[str, str], tmp_path: Path
+) -> None:
+    """`git gc` packed the keyring with everything else before the erasure.
+    Killed at any step from the new keyring's commit on, the erasure has
+    recorded the old keyring first: verify reports the copy still on the disk,
+    the next write removes it from git's pack, and the same erasure run again
+    says there is nothing left to erase and leaves no copy either."""
+    vault.close()
+    # no commit-graph: prune.drop removes one naming the old keyring only after its packs
+    git(vault_path, "-c", "gc.writeCommitGraph=false", "gc", "--quiet")
+    template = tmp_path / "template.vault"
+    shutil.copytree(vault_path, template)
+    old_ring = git(template, "rev-parse", "refs/heads/vaultmem-keyring").strip()
+    names: list[str] = []
+    commits.on_step = names.append
+    try:
+        Vault.open(shutil.copytree(template, tmp_path / "count"), key=key).forget(
+            "/memories/customers/a-l.md", reason="count"
+        )
+    finally:
+        commits.on_step = None
+    first = names.index("erase-keys") + 1
+    assert "prune-rewritten" in names[first:]  # git's pack is rewritten without the old keyring
+    reported = 0
+    for k in range(first, len(names) + 1):
+        case = shutil.copytree(template, tmp_path / f"case-{k}")
+        opened = Vault.open(case, key=key)
+        listed = opened.forget("/memories/customers/a-l.md", reason="r", dry_run=True).versions
+        blobs = [opened.read_blob(bytes.fromhex(v.blob)) for v in listed]
+        opened.close()
+        died = run_child(case, key, str(k))
+        assert died.returncode == 7, (k, died.stderr)
+        subprocess.run(["git", "-C", str(case), "fsck", "--strict"], check=True, capture_output=True)
+        with Vault.open(case, key=key) as after:
+            report = after.verify()
+        assert {f.kind for f in report.findings} <= {"erasure"}, (k, report.problems)
+        moved = git(case, "rev-parse", "refs/heads/vaultmem-keyring").strip() != old_ring
+        still_there = subprocess.run(["git", "-C", str(case), "cat-file", "-e", old_ring]).returncode == 0
+        if moved and still_there:
+            assert any("still on the disk" in f.detail for f in report.findings), (k, report.problems)
+            reported += 1
+        with Vault.open(case, key=key) as after:
+            write(after, command="create", path="/memories/after.md", file_text="next\n")
+        with Vault.open(case, key=key) as after:
+            report = after.verify()
+        assert report.ok and report.erased == 3, (k, report.problems)
+        assert_no_key_left(case, key, blobs)
+        with Vault.open(case, key=key) as after:
+            again = after.forget("/memories/customers/a-l.md", reason="again")
+        assert again.versions == () and len(again.already) == 3, k
+        assert_no_key_left(case, key, blobs)
+        subprocess.run(["git", "-C", str(case), "fsck", "--strict"], check=True, capture_output=True)
+    assert reported  # the steps between the keyring's move and the removal were met
+
+
 # -- retention ----------------------------------------------------------------------------
 
 

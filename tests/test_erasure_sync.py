@@ -8,7 +8,9 @@ working together."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,84 @@ def run(tmp_path: Path, key: str, url: str, server: Path | None) -> None:
     assert first.read("/memories/later.md") == "later\n"
     assert first.head() == second.head()
     assert first.keyring.same_keys(second.keyring)
+
+
+def cli(vault: Path, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command line, in a process of its own (nothing of an earlier run in memory)."""
+    env = {**os.environ, "VAULTMEM_KEY": key}
+    return subprocess.run(
+        [sys.executable, "-m", "vaultmem", "--vault", str(vault), *args], capture_output=True, text=True, env=env
+    )
+
+
+@pytest.mark.parametrize("erasure", ["forget", "migrate"])
+def test_a_push_in_a_later_process_removes_the_old_keyring_its_fetch_brought_back(tmp_path: Path, erasure: str) -> None:
+    """`vaultmem forget` (or `migrate`), then `vaultmem push` as a run of its
+    own: the push fetches the server's keyring from before the erasure before
+    it replaces it, and removes that copy from this disk again; verify, the
+    erasure run again and another push then find nothing left."""
+    key = generate_key()
+    server = bare(tmp_path / "server.git")
+    path = tmp_path / "a.vault"
+    first = Vault.init(path, key=key, storage_format=1 if erasure == "migrate" else 2)
+    write(first, command="create", path="/memories/ada.md", file_text=f"{MARKER}\n")
+    write(first, command="create", path="/memories/other.md", file_text="other\n")
+    first.add_remote("origin", str(server))
+    first.push()
+    blobs = [first.read_blob(bytes.fromhex(v.blob)) for v in first.find(MARKER)]
+    assert blobs
+    first.close()
+    done = cli(
+        path,
+        key,
+        *(["forget", "/memories/ada.md", "--reason", "GDPR request 4411"] if erasure == "forget" else ["migrate"]),
+    )
+    assert done.returncode == 0, done.stderr
+    assert_no_key_left(path, key, blobs)
+    pushed = cli(path, key, "push")
+    assert pushed.returncode == 0, pushed.stderr
+    assert_no_key_left(path, key, blobs)
+    assert_no_key_left(server, key, blobs)
+    report = Vault.open(path, key=key).verify()
+    assert report.ok, report.problems
+    if erasure == "migrate":
+        again = cli(path, key, "forget", "/memories/ada.md", "--reason", "GDPR request 4411")
+        assert again.returncode == 0, again.stderr
+        assert cli(path, key, "push").returncode == 0
+    assert_no_key_left(path, key, blobs)
+    subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize(("finish", "unpack_limit"), [("forget", "1000"), ("write", "1")])
+def test_a_copy_of_an_old_keyring_fetched_back_is_reported_and_removed(
+    tmp_path: Path, finish: str, unpack_limit: str
+) -> None:
+    """A keyring an erasure replaced, brought back onto the disk by a fetch
+    from a copy made before the erasure (a backup, a clone that never
+    synced), as loose objects or in a pack: verify reports it, and the same
+    erasure run again, or the next write, removes it."""
+    key = generate_key()
+    path = tmp_path / "a.vault"
+    first = Vault.init(path, key=key)
+    write(first, command="create", path="/memories/ada.md", file_text=f"{MARKER}\n")
+    blobs = [first.read_blob(bytes.fromhex(v.blob)) for v in first.find(MARKER)]
+    first.close()
+    backup = tmp_path / "backup.vault"
+    subprocess.run(["cp", "-a", str(path), str(backup)], check=True)
+    assert cli(path, key, "forget", "/memories/ada.md", "--reason", "GDPR request 4411").returncode == 0
+    assert_no_key_left(path, key, blobs)
+    git = ["git", "-C", str(path)]
+    fetch = ["-c", f"fetch.unpackLimit={unpack_limit}", "fetch", "-q", str(backup)]
+    subprocess.run([*git, *fetch, "refs/heads/vaultmem-keyring:refs/old-keyring"], check=True)
+    subprocess.run([*git, "update-ref", "-d", "refs/old-keyring"], check=True)  # named by no ref any more
+    report = Vault.open(path, key=key).verify()
+    assert [f.kind for f in report.findings] == ["erasure"], report.problems
+    assert "still on the disk" in report.findings[0].detail
+    if finish == "forget":
+        again = cli(path, key, "forget", "/memories/ada.md", "--reason", "GDPR request 4411")
+    else:
+        again = cli(path, key, "call", '{"command": "create", "path": "/memories/b.md", "file_text": "b"}')
+    assert again.returncode == 0, again.stderr
+    assert_no_key_left(path, key, blobs)
+    assert Vault.open(path, key=key).verify().ok
+    subprocess.run([*git, "fsck", "--strict"], check=True, capture_output=True)

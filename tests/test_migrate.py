@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from test_erasure import assert_no_key_left
 
 from tests.conftest import FakeClock, git
-from vaultmem import Vault, VaultMemoryTool, generate_key
+from vaultmem import SigningError, SigningKey, Vault, VaultMemoryTool, generate_key
 from vaultmem.errors import ErasedError, VaultError
+from vaultmem.git import commits
 
 PASSPHRASE = "correct horse battery staple 42"
 
@@ -203,12 +205,59 @@ def test_a_migration_killed_at_any_step_is_before_or_after_and_can_be_run_again(
         subprocess.run(["git", "-C", str(case), "fsck", "--strict"], check=True, capture_output=True)
         after = Vault.open(case, key=key)
         assert after.keyring.format in (1, 2)
-        assert after.verify().ok, k
+        report = after.verify()  # at most: the old keyring still on the disk, until the next write
+        assert all("still on the disk" in f.detail for f in report.findings), (k, report.problems)
         write(after, command="create", path="/memories/next.md", file_text="n\n")  # writable either way
         Vault.open(case, key=key).migrate()
         final = Vault.open(case, key=key)
         assert final.keyring.format == 2 and final.verify().ok, k
         assert final.read("/memories/c.md") == "charlie\n"
+
+
+@pytest.mark.parametrize("gc", [False, True])
+def test_a_migration_killed_after_its_keyring_moved_leaves_no_format_1_key(tmp_path: Path, key: str, gc: bool) -> None:
+    """The format 1 keyring holds the data keys every old version shares.
+    Killed at any step from the new keyring's commit on (its packs loose or in
+    vaultmem's packs, or in one `git gc` made), the migration recorded the old
+    keyring first: verify reports the copy, and the next write, or the
+    migration run again, removes it; no keyring on the disk opens a format 1
+    version any more."""
+    path = tmp_path / "v1.vault"
+    vault = Vault.init(path, key=key, storage_format=1)
+    write(vault, command="create", path="/memories/a.md", file_text="ada@example.com\n")
+    write(vault, command="str_replace", path="/memories/a.md", old_str="ada", new_str="ada.l")
+    blobs = [vault.read_blob(bytes.fromhex(_blob_at(path, v.id, "/memories/a.md"))) for v in vault.history()]
+    vault.close()
+    if gc:
+        # no commit-graph: prune.drop removes one naming the old keyring only after its packs
+        git(path, "-c", "gc.writeCommitGraph=false", "gc", "--quiet")
+    names: list[str] = []
+    commits.on_step = names.append
+    try:
+        Vault.open(shutil.copytree(path, tmp_path / "count"), key=key).migrate()
+    finally:
+        commits.on_step = None
+    first = names.index("migrate-shadowed") + 1
+    for k in range(first, len(names) + 1):
+        for finish in ("write", "migrate"):
+            case = shutil.copytree(path, tmp_path / f"case-{k}-{finish}")
+            died = subprocess.run([sys.executable, "-c", MIGRATE_AND_DIE, str(case), key, str(k)], capture_output=True)
+            assert died.returncode == 7, k
+            subprocess.run(["git", "-C", str(case), "fsck", "--strict"], check=True, capture_output=True)
+            with Vault.open(case, key=key) as after:
+                report = after.verify()
+                assert {f.kind for f in report.findings} <= {"erasure"}, (k, report.problems)
+                if finish == "write":
+                    write(after, command="create", path="/memories/next.md", file_text="n\n")
+            with Vault.open(case, key=key) as after:
+                after.migrate()
+            with Vault.open(case, key=key) as final:
+                assert final.keyring.format == 2, k
+                report = final.verify()
+                assert report.ok, (k, report.problems)
+                assert final.read("/memories/a.md") == "ada.l@example.com\n"
+            assert_no_key_left(case, key, blobs)
+            subprocess.run(["git", "-C", str(case), "fsck", "--strict"], check=True, capture_output=True)
 
 
 def test_the_cli_migrates_and_says_so(tmp_path: Path) -> None:
@@ -304,3 +353,61 @@ def test_migration_keeps_versions_a_grafts_or_shallow_file_hides(tmp_path: Path,
     reopened = Vault.open(path, key=key)
     assert reopened.read("/memories/a.md", at=first) == "first\n"
     assert reopened.verify().ok
+
+
+# -- refused under the signature policy: nothing changes ----------------------------------
+
+
+def signed_vault(path: Path, key: str, storage_format: int = 2) -> Vault:
+    """A vault whose policy requires signed commits; ``ops`` signs, ``bot`` cannot."""
+    vault = Vault.init(path, key=key, clock=FakeClock(), storage_format=storage_format)
+    ops = SigningKey.generate()
+    vault.sign_as("ops", ops)
+    vault.add_signer("ops", ops.public, actor="ops", operator=True)
+    write(vault, actor="ops", command="create", path="/memories/customers/ada.md", file_text="ada\n")
+    vault.set_policy(actor="ops", require_signatures=True)
+    return vault
+
+
+def refs(path: Path) -> str:
+    return git(path, "for-each-ref", "--format=%(refname) %(objectname)")
+
+
+@pytest.mark.parametrize("storage_format", [1, 2])
+def test_sealing_names_an_unsigned_actor_may_not_sign_changes_nothing(
+    tmp_path: Path, key: str, storage_format: int
+) -> None:
+    """`migrate --sealed-names` makes a `seal-names` commit, which this policy
+    requires signed: refused before the keyring gains a name key (or, in
+    format 1, before the migration), so "nothing was changed" holds."""
+    path = tmp_path / "v.vault"
+    vault = signed_vault(path, key, storage_format)
+    before = refs(path)
+    with pytest.raises(SigningError, match="Nothing was changed"):
+        vault.migrate(sealed_names=True, actor="bot")
+    if storage_format == 2:
+        with pytest.raises(SigningError, match="Nothing was changed"):
+            vault.seal_names(actor="bot")
+    assert refs(path) == before
+    reopened = Vault.open(path, key=key)
+    assert reopened.keyring.format == storage_format and not reopened.sealed_names
+    reopened.sign_as("ops", vault.signing_key("ops"))
+    write(reopened, actor="ops", command="create", path="/memories/next.md", file_text="n\n")
+    assert "memories/customers/ada.md" in git(path, "ls-tree", "-r", "--name-only", "main")  # names stay plain
+    assert reopened.migrate(sealed_names=True, actor="ops")  # the signer can
+    assert reopened.sealed_names and reopened.verify().ok
+
+
+def test_rotating_with_reencrypt_an_unsigned_actor_may_not_sign_changes_nothing(tmp_path: Path, key: str) -> None:
+    """`key rotate --reencrypt` makes a `rekey` commit, which this policy
+    requires signed: refused before the new data key is started."""
+    path = tmp_path / "v.vault"
+    vault = signed_vault(path, key)
+    before, keys = refs(path), vault.keys()
+    with pytest.raises(SigningError, match="Nothing was changed"):
+        vault.rotate_key(reencrypt=True, actor="bot")
+    assert refs(path) == before
+    assert Vault.open(path, key=key).keys() == keys
+    rotated = vault.rotate_key(reencrypt=True, actor="ops")  # the signer can
+    assert rotated.active and vault.history()[0].command == "rekey"
+    assert vault.verify().ok

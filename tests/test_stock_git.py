@@ -307,6 +307,44 @@ def test_git_prune_in_a_tight_loop_refuses_no_write(
     assert_every_acknowledged_call_is_there_once(vault_path, key, outcome)
 
 
+@pytest.mark.slow
+def test_git_incremental_repack_in_a_loop_beside_two_writers_loses_nothing(
+    zygote: Zygote, shared_vault: Path, key: str, tmp_path: Path
+) -> None:
+    """`git maintenance run --task=incremental-repack` writes a
+    multi-pack-index, expires the packs it attributes no object to, and
+    repacks small packs, while two agents write and their upkeep merges and
+    retires packs.  Neither side may take away the last copy of an object,
+    and the index git leaves names only packs that are there (fsck is run
+    with it in place)."""
+    go = tmp_path / "go"
+    outs = {w: tmp_path / f"writer-{w}.jsonl" for w in range(2)}
+    pids: dict[int, Path] = {}
+    for w in range(2):
+        args = (str(shared_vault), str(w), str(SECONDS), str(WRITER_LIMIT), str(outs[w]))
+        pids[zygote.spawn(key, go, tmp_path / f"writer-{w}.err", "writer", *args)] = tmp_path / f"writer-{w}.err"
+    go.touch()
+    runs: list[GitRun] = []
+    deadline = time.monotonic() + SECONDS
+    while time.monotonic() < deadline and len(runs) < GIT_LIMIT:
+        runs.append(run_git(shared_vault, "maintenance", "run", "--task=incremental-repack"))
+    for pid, err in pids.items():
+        assert zygote.wait(pid) == 0, f"a vaultmem writer crashed:\n{_errors(err)}"
+    outcome = Outcome({w: WriterLog.read(outs[w]) for w in range(2)}, git_runs=runs)
+    print(figures("incremental-repack", shared_vault, outcome))
+    assert outcome.acked >= 30, f"the writers hardly wrote: {figures('incremental-repack', shared_vault, outcome)}"
+    assert_git_ran_cleanly(outcome)
+    assert (shared_vault / "objects" / "pack" / "multi-pack-index").exists()
+    assert_every_acknowledged_call_is_there_once(shared_vault, key, outcome)
+    # Once more, now that the writers are done: git expires what the last
+    # merges replaced, and its index still reads every version.
+    last = run_git(shared_vault, "maintenance", "run", "--task=incremental-repack")
+    assert last.returncode == 0, last.describe()
+    assert_every_acknowledged_call_is_there_once(shared_vault, key, outcome)
+    verify = run_git(shared_vault, "multi-pack-index", "verify")
+    assert verify.returncode == 0, verify.describe()
+
+
 # -- deterministic: a git command at one step of a write --------------------------------
 
 AT_STEP = {

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from vaultmem.core.signing import GPGSIG, gpgsig_value
 from vaultmem.errors import BusyError, IntegrityError, StorageError, VaultError
-from vaultmem.git import durable, objects
+from vaultmem.git import durable, midx, objects
 from vaultmem.git.fresh import FreshFiles
 from vaultmem.git.journal import Journal, JournalFullError, Move, same_epoch
 from vaultmem.git.journal import epoch as epoch
@@ -60,6 +60,10 @@ KEEP_MARKER = "keep"
 PRUNED = "pruned"  # in the state folder: see CommitPath.pruned
 HELD = "held"  # in the state folder: the packs the upkeep never merges (format 2 keyrings)
 TRASH = "trash"  # in the state folder: files of retired packs and old ref files, removed by the upkeep
+# Seconds a retired pack stays in the trash while git's multi-pack-index is in
+# use: a write of one that found the pack before it was retired names it
+# only when it is done (vaultmem.git.midx).
+TRASH_GRACE = 10.0
 LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git makes
 _HEX = frozenset(b"0123456789abcdef")
 
@@ -544,7 +548,11 @@ class CommitPath:
         """Take a pack out of git's sight (its index first, as git's own
         repack removes them) by renaming its files into the trash: a rename
         frees nothing, so it costs no discard or inode bookkeeping in the
-        call; the upkeep removes the trash."""
+        call; the upkeep removes the trash.  A pack a multi-pack-index of
+        git's lists is never retired, and one an index starts to list while
+        it is being retired goes back (:mod:`vaultmem.git.midx`)."""
+        if midx.lists(self.pack_dir, pack):
+            return
         for suffix in (".idx", ".pack"):
             path = pack.with_suffix(suffix)
             target = os.path.join(self.trash, path.name)
@@ -555,17 +563,63 @@ class CommitPath:
                     os.makedirs(self.trash, exist_ok=True)
                     with contextlib.suppress(FileNotFoundError):
                         os.rename(path, target)
+        if midx.lists(self.pack_dir, pack):
+            self._put_back(pack.stem)
 
-    def empty_trash(self) -> None:
+    def empty_trash(self, wait: bool = True) -> None:
         """Remove retired packs' files and old ref files (the upkeep, without the writer lock:
-        nothing but vaultmem writes in the trash, and nothing reads it)."""
+        nothing but vaultmem writes in the trash, and nothing reads it).  A
+        retired pack that a multi-pack-index of git's lists (one written
+        after the pack was retired, or every pack while an index cannot be
+        read) goes back into ``objects/pack`` instead; while git uses such
+        an index, a pack retired less than ``TRASH_GRACE`` seconds ago, or
+        any while git holds the index's lock, waits for a later round
+        (:mod:`vaultmem.git.midx`), unless ``wait`` is False (an erasure)."""
         try:
             names = os.listdir(self.trash)
         except FileNotFoundError:
             return
+        packs = {name.rpartition(".")[0] for name in names if name.startswith("pack-")}
+        listed = midx.listed(self.pack_dir) if packs else frozenset()
+        back = {stem for stem in packs if listed is None or stem in listed}
+        for stem in sorted(back):
+            self._put_back(stem)
+        later: set[str] = set()
+        if wait and packs - back and midx.in_use(self.pack_dir):
+            young = time.time() - TRASH_GRACE
+            writing = midx.being_written(self.pack_dir)
+            later = {stem for stem in packs - back if writing or self._retired_after(stem, young)}
         for name in names:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(self.trash, name))
+            if name.rpartition(".")[0] not in back | later:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.trash, name))
+
+    def _retired_after(self, stem: str, when: float) -> bool:
+        """Whether a file of the retired pack ``stem`` came into the trash
+        after ``when`` (a rename sets a file's change time)."""
+        for suffix in (".idx", ".pack"):
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(os.path.join(self.trash, stem + suffix)).st_ctime > when:
+                    return True
+        return False
+
+    def _put_back(self, stem: str) -> None:
+        """Bring a retired pack's files back from the trash into
+        ``objects/pack``, the pack before its index (git looks for a pack
+        through its index): each is linked under its name, unless that name
+        is there already, then removed from the trash once the links are
+        durable."""
+        linked = False
+        for suffix in (".pack", ".idx"):
+            retired = os.path.join(self.trash, stem + suffix)
+            with contextlib.suppress(FileExistsError, FileNotFoundError):
+                os.link(retired, os.path.join(self.pack_dir, stem + suffix))
+                linked = True
+        if linked:
+            durable.sync_dir(self.pack_dir)
+        for suffix in (".pack", ".idx"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.trash, stem + suffix))
 
     def _journal(self, move: Move, pack: objects.Pack) -> Move:
         """Append the move and sync it (starting a new pass of the journal if
@@ -613,10 +667,11 @@ class CommitPath:
     def scrub(self) -> None:
         """Checkpoint everything and overwrite the journal's records with
         zeros, synced: after an erasure no record still holds a pack of a
-        superseded keyring.  Also empties the trash (retired packs)."""
+        superseded keyring.  Also empties the trash (retired packs), at once:
+        the erasure removed git's multi-pack-index before it removed packs."""
         self.checkpoint(restart=True)
         self.journal.wipe()
-        self.empty_trash()
+        self.empty_trash(wait=False)
 
     # -- after a crash -------------------------------------------------------------
 

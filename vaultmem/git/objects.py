@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vaultmem.core.lru import LRU
+from vaultmem.git import midx
 
 COMMIT, TREE, BLOB = 1, 2, 3
 _TYPE_NAMES = {COMMIT: b"commit", TREE: b"tree", BLOB: b"blob"}
@@ -302,17 +303,27 @@ def read_index(idx: bytes) -> list[tuple[bytes, int, int]]:
     return list(zip(ids, crcs, offsets, strict=True))
 
 
+_IDX_V2 = b"\377tOc\x00\x00\x00\x02"  # a version 2 index's magic and version
+_IDX_HEAD = 8 + 256 * 4  # ... and its fan-out table, whose last entry is the object count
+
+
 def _name_of(pack: Path) -> str:
     return pack.stem.removeprefix("pack-")
 
 
 def list_packs(objects_dir: Path) -> list[PackInfo]:
-    """Packs that only vaultmem-style files belong to (no .keep, .bitmap, ...)."""
+    """Packs that only vaultmem-style files belong to (no .keep, .bitmap, ...),
+    with a version 2 index, and that no multi-pack-index of git's lists
+    (none at all while one exists that cannot be read): the packs the upkeep
+    may merge and retire (:mod:`vaultmem.git.midx`)."""
     pack_dir = objects_dir / "pack"
     try:
         names = os.listdir(pack_dir)
     except FileNotFoundError:
         return []
+    listed = midx.listed(pack_dir)
+    if listed is None:
+        return []  # every pack may be listed
     out: list[PackInfo] = []
     files: dict[str, set[str]] = {}  # a pack's name -> its files (one pass: a folder may list thousands)
     for n in names:
@@ -322,7 +333,7 @@ def list_packs(objects_dir: Path) -> list[PackInfo]:
             if dot:
                 files[stem].add(n)
     for stem in sorted(files):
-        if files[stem] != {stem + ".pack", stem + ".idx"}:
+        if files[stem] != {stem + ".pack", stem + ".idx"} or stem in listed:
             continue
         pack = pack_dir / (stem + ".pack")
         known = _RECENT_PACKS.get(_name_of(pack))
@@ -331,13 +342,14 @@ def list_packs(objects_dir: Path) -> list[PackInfo]:
         else:
             try:
                 with open(pack_dir / (stem + ".idx"), "rb") as fh:
-                    fh.seek(8 + 255 * 4)
-                    raw = fh.read(4)
+                    head = fh.read(_IDX_HEAD)
             except FileNotFoundError:
                 continue  # retired or removed since the folder was listed
-            if len(raw) != 4:
+            if len(head) != _IDX_HEAD:
                 continue  # an index cut short (after a power cut): not a pack to merge
-            count = struct.unpack(">I", raw)[0]
+            if head[:8] != _IDX_V2:
+                continue  # a version 1 index (pack.indexVersion=1): git's own pack, left as it is
+            count = struct.unpack(">I", head[-4:])[0]
         out.append(PackInfo(pack, count))
     return out
 

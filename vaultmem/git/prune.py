@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pygit2
 
-from vaultmem.git import commits, durable, objects
+from vaultmem.git import commits, durable, midx, objects
 
 _IDX_MAGIC = b"\377tOc\x00\x00\x00\x02"
 
@@ -81,6 +81,8 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> li
         if rest:
             _rewrite(stem, rest, repo)
             commits.step("prune-rewritten")
+        if midx.lists(pack_dir, stem):
+            midx.clear(pack_dir)  # as git's repack -d does before it deletes a pack the index lists
         _remove_pack(stem)
         commits.step("prune-removed")
     _drop_indexes_naming(objects_dir, doomed_set)
@@ -90,9 +92,9 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> li
 
 def _drop_indexes_naming(objects_dir: Path, doomed: set[bytes]) -> None:
     """git's optional indexes over the objects (the commit-graph, a
-    multi-pack index) name objects and packs by id: one that names a removed
-    object would make ``git fsck`` fail, so it goes (git writes it again at
-    its next ``gc``; nothing is lost)."""
+    multi-pack index, single or a chain) name objects and packs by id: one
+    that names a removed object would make ``git fsck`` fail, so it goes (git
+    writes it again at its next ``gc``; nothing is lost)."""
     info = objects_dir / "info"
     graphs = [info / "commit-graph"]
     with contextlib.suppress(FileNotFoundError):
@@ -107,12 +109,7 @@ def _drop_indexes_naming(objects_dir: Path, doomed: set[bytes]) -> None:
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                     os.unlink(stale)
             break
-    for midx in (objects_dir / "pack" / "multi-pack-index",):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(midx)  # it lists packs by name, and a pack was rewritten or removed
-            for name in os.listdir(midx.parent):
-                if name.startswith("multi-pack-index-"):
-                    os.unlink(midx.parent / name)
+    midx.clear(objects_dir / "pack")  # it lists packs by name, and a pack was rewritten or removed
 
 
 def _rewrite(stem: Path, rest: list[bytes], repo: pygit2.Repository) -> None:

@@ -13,6 +13,11 @@ thread empties the trash.  A thread runs only while there is work: it ends after
 seconds with nothing to do, and a forked child starts its own.  Everything it
 does is crash-safe: a merged pack is complete and synced before it is renamed
 into place, and the packs it replaces go only after the file system is synced.
+
+A pack that git's multi-pack-index lists is never merged, retired or removed
+(``git multi-pack-index write``, ``git maintenance run
+--task=incremental-repack``): git reads the objects it indexed only from the
+packs it names.  :mod:`vaultmem.git.midx` says why that keeps every object.
 """
 
 from __future__ import annotations
@@ -142,11 +147,12 @@ class Upkeep:
             # An erasure removed objects while this merge copied them: the
             # merged pack may hold one again.  Everything else in it is still
             # in the packs it would have replaced, so it goes.
-            stem = self.gitdir / "objects" / "pack" / f"pack-{pack.name}"
+            stem = _stem_of(self.gitdir, pack)
             for suffix in (".idx", ".pack"):
                 with contextlib.suppress(OSError):
                     os.unlink(stem.with_suffix(suffix))
             return []
+        _date_after(_stem_of(self.gitdir, pack).with_suffix(".pack"), replaced)
         objects.remember(pack)
         objects.forget(replaced)
         mine = f"pack-{pack.name}.pack"  # the same objects merged again make the same pack
@@ -161,6 +167,27 @@ class Upkeep:
             redundant, self._redundant = self._redundant, []
         for info in redundant:
             self.commits.retire(info.pack)
+
+
+def _stem_of(gitdir: Path, pack: objects.Pack) -> Path:
+    return gitdir / "objects" / "pack" / f"pack-{pack.name}"
+
+
+def _date_after(merged: Path, sources: list[objects.PackInfo]) -> None:
+    """Date the merged pack a whole second after the newest pack it merged.
+    Git's multi-pack-index gives an object found in several packs new to it
+    to the most recently modified one (by the second; a tie goes by name),
+    so an index that finds the merged pack and one it replaced beside each
+    other attributes their objects to the merged pack, never to the pack
+    vaultmem retires (:mod:`vaultmem.git.midx`)."""
+    newest = 0
+    for info in sources:
+        with contextlib.suppress(OSError):
+            newest = max(newest, int(os.stat(info.pack).st_mtime))
+    with contextlib.suppress(OSError):
+        st = os.stat(merged)
+        if int(st.st_mtime) <= newest:
+            os.utime(merged, (st.st_atime, newest + 1))
 
 
 def _after_fork() -> None:

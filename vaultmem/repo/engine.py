@@ -1082,6 +1082,10 @@ class Engine:
             self._commits.recover()
             keys.check_unchanged(self.repo, self.keyring)
             now = int(self.clock())
+            if reencrypt:  # its rekey commit: refused before the keyring changes if it cannot be signed
+                _check_label("actor", actor)
+                if next(iter(self.snapshot().files(MemoryPath(()))), None) is not None:
+                    self._signature(actor, now)
             new = self.keyring.add_data_key(now)
             write_keyring(self._commits, self.keyring, "vaultmem: start a new data key", now)
         if reencrypt:

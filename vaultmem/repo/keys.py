@@ -11,15 +11,17 @@ before it is removed from the disk (:func:`replace_keyring`).
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pygit2
 
 from vaultmem.core.crypto import Keyring
 from vaultmem.errors import ConflictError, NotAVaultError
-from vaultmem.git import objects
+from vaultmem.git import durable, objects
 from vaultmem.git.commits import COMMITTER, CommitPath, Damaged, Draft, read_ref
 
 KEYRING_REF = "refs/heads/vaultmem-keyring"
@@ -97,8 +99,9 @@ def keyring_objects(repo: pygit2.Repository, tips: list[pygit2.Oid]) -> set[byte
             continue
         out.add(commit.id.raw)
         out.add(commit.tree_id.raw)
-        for entry in commit.tree:
-            out.add(entry.id.raw)
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):  # a removal cut short took the tree
+            for entry in commit.tree:
+                out.add(entry.id.raw)
         stack.extend(commit.parent_ids)
     return out
 
@@ -127,3 +130,132 @@ def check_unchanged(repo: pygit2.Repository, keyring: Keyring) -> None:
         )
     if not keyring.intact:
         keyring.active  # raises, naming what is wrong  # noqa: B018
+
+
+# -- keyrings replaced by a new root: every copy must leave the disk -------------------
+# Records in the vault's state folder, each written under a temporary name,
+# synced and renamed into place:
+#
+# - ``replacing``: written before the keyring ref moves to a new root (an
+#   erasure, a migration, a merge of keyrings after one): the keyring it moves
+#   from, the tips of the keyrings it replaces and every object of theirs.
+#   Once the ref names another keyring, those objects are due for removal,
+#   whichever process moved it and whenever it died; while the ref still
+#   names that keyring, the move never happened and the record counts for nothing.
+# - ``doomed``: objects of replaced keyrings a removal still has to remove
+#   (written before it starts; after it, what it had to leave, in a pack
+#   another program keeps).
+# - ``replaced``: the commit ids of every keyring replaced so far, kept: a
+#   fetch that brings one back (a server or a copy that still holds it) is
+#   found and removed again.
+
+REPLACING = "replacing"
+DOOMED = "doomed"
+REPLACED = "replaced"
+
+
+def _state(gitdir: Path) -> Path:
+    return Path(gitdir) / durable.STATE_DIR
+
+
+def _ids(text: str, prefix: str = "") -> set[bytes]:
+    out: set[bytes] = set()
+    for line in text.splitlines():
+        if line.startswith(prefix) and len(line) == len(prefix) + 40:
+            with contextlib.suppress(ValueError):
+                out.add(bytes.fromhex(line[len(prefix) :]))
+    return out
+
+
+def _read(gitdir: Path, name: str) -> str:
+    try:
+        return (_state(gitdir) / name).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _write(gitdir: Path, name: str, lines: list[str]) -> None:
+    """``name`` in the state folder holding ``lines``, synced, as one rename."""
+    path = _state(gitdir) / name
+    tmp = path.with_name(f"tmp-{os.getpid()}.{name}")
+    try:
+        with open(tmp, "w", encoding="ascii") as fh:
+            fh.write("".join(f"{line}\n" for line in lines))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.rename(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    durable.sync_dir(path.parent)
+
+
+def _remove(gitdir: Path, name: str) -> None:
+    path = _state(gitdir) / name
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    durable.sync_dir(path.parent)
+
+
+def record_replacing(gitdir: Path, current: bytes, tips: list[pygit2.Oid], doomed: set[bytes]) -> None:
+    """Before the keyring ref moves from ``current`` to a new root, under the
+    writer lock: record (synced) the keyrings ``tips`` it replaces and their
+    objects ``doomed``, so that whatever happens next, any later run finds
+    and removes every copy of them (see :func:`due`)."""
+    lines = [f"from {current.hex()}", *(f"tip {tip}" for tip in sorted({str(t) for t in tips}))]
+    _write(gitdir, REPLACING, lines + sorted(oid.hex() for oid in doomed))
+
+
+def _moved_from(gitdir: Path, text: str) -> bool:
+    """Whether the keyring ref has left the keyring a ``replacing`` record names."""
+    start = _ids(text, "from ")
+    if not start:
+        return False
+    try:
+        current = read_ref(Path(gitdir), KEYRING_REF)
+    except Damaged:
+        return False  # unreadable now: judged once it is repaired
+    return current is not None and current not in start
+
+
+def due(gitdir: Path) -> set[bytes]:
+    """Objects of replaced keyrings still to be removed (they may be gone
+    already, or be in use again: the caller subtracts what it keeps)."""
+    out = _ids(_read(gitdir, DOOMED))
+    replacing = _read(gitdir, REPLACING)
+    if replacing and _moved_from(gitdir, replacing):
+        out |= _ids(replacing)
+    return out
+
+
+def replaced(gitdir: Path) -> set[bytes]:
+    """Commit ids of every keyring replaced so far (raw)."""
+    out = _ids(_read(gitdir, REPLACED))
+    replacing = _read(gitdir, REPLACING)
+    if replacing and _moved_from(gitdir, replacing):
+        out |= _ids(replacing, "tip ")
+    return out
+
+
+def pending(gitdir: Path) -> bool:
+    """Whether a removal was recorded and not finished (two stats)."""
+    state = _state(gitdir)
+    return (state / DOOMED).exists() or (state / REPLACING).exists()
+
+
+def set_due(gitdir: Path, doomed: set[bytes], tips: set[bytes]) -> None:
+    """Under the writer lock, with every object :func:`due` gave accounted for
+    in ``doomed``: record ``tips`` among the replaced keyrings for good, then
+    ``doomed`` as what is still to be removed (nothing: the record goes), then
+    drop the ``replacing`` record it supersedes."""
+    known = _ids(_read(gitdir, REPLACED))
+    if not tips <= known:
+        _write(gitdir, REPLACED, sorted(oid.hex() for oid in known | tips))
+    if doomed:
+        _write(gitdir, DOOMED, sorted(oid.hex() for oid in doomed))
+    else:
+        _remove(gitdir, DOOMED)
+    _remove(gitdir, REPLACING)

@@ -31,7 +31,7 @@ from vaultmem.git.commits import (
 )
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.repo import keys
-from vaultmem.repo.engine import Change
+from vaultmem.repo.engine import Change, _check_label
 from vaultmem.repo.history import commits
 from vaultmem.repo.keys import SHADOWS_REF, write_keyring
 from vaultmem.repo.shredding import Shredding
@@ -47,6 +47,8 @@ class Migration(Shredding):
         False if there was nothing to do."""
         if not isinstance(sealed_names, bool):
             raise VaultError("Error: sealed_names must be True or False.")
+        if sealed_names:
+            self._check_seal_signable(actor)  # before the migration too: nothing changes on a refusal
         changed = self.migrate_format(progress)
         if sealed_names:
             changed = self.seal_names(actor=actor) or changed
@@ -69,6 +71,7 @@ class Migration(Shredding):
                     "which migrates first."
                 )
             changed = False
+            self._check_seal_signable(actor)
             if self.keyring.names is None:
                 keys.check_unchanged(self.repo, self.keyring)
                 now = int(self.clock())
@@ -93,6 +96,14 @@ class Migration(Shredding):
         self.reads.restate()  # the log of reads, too, names files by their tokens from now on
         return changed or version is not None
 
+    def _check_seal_signable(self, actor: str) -> None:
+        """Sealing names ends with a ``seal-names`` commit on ``main`` made as
+        ``actor``: refused (SigningError) before anything changes when the
+        policy requires it signed and it cannot be."""
+        _check_label("actor", actor)
+        if self._head() is not None and not self.snapshot().sealed:
+            self._signature(actor, int(self.clock()))
+
     def migrate_format(self, progress: Progress | None = None) -> bool:
         """Move a format 1 vault to format 2.  Every commit keeps its id and
         its seal.  Each format 1 file version of the history gets a shadow: a
@@ -102,10 +113,12 @@ class Migration(Shredding):
         new root commit, every older copy of it removed from the disk.  From
         then on every version, old or new, can be erased one by one.
 
-        Crash-safe: the keyring ref moves once; before it, the vault is in
-        format 1 as it was (a shadow branch of a migration cut short is
-        replaced by the next one); after it, a run again finishes removing
-        the old keyring.  False if the vault is in format 2 already."""
+        Crash-safe: the keyring ref moves once, after the old keyring is
+        recorded (synced) for removal; before it, the vault is in format 1 as
+        it was (a shadow branch of a migration cut short is replaced by the
+        next one); after it, the next write, a run again, or a push or pull
+        finishes removing every copy of the old keyring.  False if the vault
+        is in format 2 already."""
         with self._lock.hold():
             self._commits.recover()
             self._keyring_stamp = None
@@ -123,6 +136,7 @@ class Migration(Shredding):
                 self._write_shadows(old, ring, now, progress)
                 commit_path.step("migrate-shadowed")
                 ring.destroy_data_keys(now)
+                self._record_replacing(tips)  # synced before the keyring ref leaves the format 1 keyring
                 write_keyring(self._commits, ring, "vaultmem: migrate to storage format 2", now, root=True)
             except OSError as err:
                 raise StorageError(

@@ -1,7 +1,13 @@
 """Destroying keys: the part of the vault an erasure uses (vaultmem.ops.erase
 decides what to erase).  The keyring becomes a new root commit without the
 destroyed keys and every older copy of it is removed from the disk; an
-erasure cut short is finished by the next writer."""
+erasure cut short is finished by the next writer.
+
+Which keyrings a new root replaces is recorded, synced, before the keyring
+ref moves (:func:`vaultmem.repo.keys.record_replacing`): whichever run comes
+next (the same erasure again, the next write, a migration, a push or a pull)
+finds every copy of them wherever it is, loose, in vaultmem's packs, in a
+pack ``git gc`` made or a fetch brought, and removes it."""
 
 from __future__ import annotations
 
@@ -46,8 +52,10 @@ class Shredding(Engine):
         keyring commits and their objects are removed from the loose objects
         and the packs, other refs naming an old keyring (a remote's) are
         removed (the next sync fetches the remote's again), and the journal
-        is wiped.  Run again, it removes whatever a crash left behind.  The
-        caller holds the writer lock.  The blob ids destroyed now."""
+        is wiped.  The old keyrings are recorded before the keyring ref
+        moves, so a run cut short at any point is finished by any later one.
+        Run again, it removes whatever a crash left behind.  The caller
+        holds the writer lock.  The blob ids destroyed now."""
         self._keyring_stamp = None
         self.refresh_keyring()
         keys.check_unchanged(self.repo, self.keyring)
@@ -61,6 +69,7 @@ class Shredding(Engine):
                 files = "file version" if len(done) == 1 else "file versions"
                 message = f"vaultmem: erase the keys of {len(done)} {files} ({erasure.commit})"
                 commit_path.step("erase-keys")
+                self._record_replacing(tips)
                 write_keyring(self._commits, self.keyring, message, now, root=True)
             commit_path.step("erase-prune")
             left = self._drop_old_keyrings(tips)
@@ -107,37 +116,48 @@ class Shredding(Engine):
                 "permissions, then run the erasure again."
             ) from err
 
-    _DOOMED = "doomed"  # in the state folder: ids of destroyed keyrings' objects still on the disk
+    def _record_replacing(self, tips: list[pygit2.Oid], repo: pygit2.Repository | None = None) -> None:
+        """Before the keyring ref moves to a new root (under the writer lock):
+        record, synced, the keyrings ``tips`` it replaces and every object of
+        theirs, so that a run cut short anywhere after the move is finished
+        by any later one (:func:`keys.due`)."""
+        repo = repo if repo is not None else self.repo
+        current = repo.references[KEYRING_REF].target
+        assert isinstance(current, pygit2.Oid)
+        keys.record_replacing(self.path, current.raw, tips, keys.keyring_objects(repo, [*tips, current]))
 
     def _pending_doomed(self) -> set[bytes]:
-        """Objects an earlier removal had to leave (another program's kept pack)."""
-        try:
-            text = (self.path / durable.STATE_DIR / self._DOOMED).read_text(encoding="ascii")
-            return {bytes.fromhex(line) for line in text.split() if len(line) == 40}
-        except (OSError, ValueError):
-            return set()
+        """Objects of replaced keyrings an earlier run recorded and may have
+        had to leave (a run cut short, another program's kept pack)."""
+        return keys.due(self.path)
 
-    def _set_pending_doomed(self, doomed: set[bytes]) -> None:
-        path = self.path / durable.STATE_DIR / self._DOOMED
-        if not doomed:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            return
-        tmp = path.with_name(f"tmp-{os.getpid()}.doomed")
-        with open(tmp, "w", encoding="ascii") as fh:
-            fh.write("".join(f"{oid.hex()}\n" for oid in sorted(doomed)))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.rename(tmp, path)
-        durable.sync_dir(path.parent)
+    def _fetched_keyrings(self, repo: pygit2.Repository, keep: set[bytes]) -> set[bytes]:
+        """Objects of keyrings replaced before (here or in an earlier process)
+        that are on the disk again, such as a fetch brings from a server that
+        still holds one, and that ``keep`` does not name."""
+        out: set[bytes] = set()
+        for oid in keys.replaced(self.path) | self._replaced_keyrings:
+            if oid not in keep:
+                with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                    out |= keys.keyring_objects(repo, [pygit2.Oid(raw=oid)])
+        return out - keep
 
     def end_erasure(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path / durable.STATE_DIR / self._ERASING)
 
     def _finish_erasure(self) -> None:
-        """Finish (or drop) an erasure a killed process left; under the writer lock."""
+        """Finish (or drop) an erasure a killed process left, then the removal
+        of old keyrings one left (an erasure's or a migration's) or a fetch
+        brought back; under the writer lock."""
         self._erasure_checked = True
+        self._finish_destroying()
+        if keys.pending(self.path) or any(self.repo.odb.exists(oid.hex()) for oid in keys.replaced(self.path)):
+            self._finish_removal("erasure")
+
+    def _finish_destroying(self) -> None:
+        """Destroy the keys of an erasure whose commit landed before its
+        process was killed, or drop the record of one whose commit did not."""
         path = self.path / durable.STATE_DIR / self._ERASING
         try:
             doc = json.loads(path.read_text(encoding="ascii"))
@@ -167,12 +187,26 @@ class Shredding(Engine):
 
     def _finish_removal(self, what: str) -> None:
         """Remove what an earlier erasure or migration had to leave on the
-        disk (under the writer lock); BusyError if some is still held."""
+        disk, or a fetch brought back (under the writer lock); BusyError if
+        some is still held."""
         current = self.repo.references.get(KEYRING_REF)
         keep = keys.keyring_objects(self.repo, [pygit2.Oid(hex=str(current.target))]) if current is not None else set()
-        if not self._pending_doomed() and not self._stray_keyrings(keep):
+        if (
+            not self._pending_doomed() - keep
+            and not self._stray_keyrings(keep)
+            and not self._fetched_keyrings(self.repo, keep)
+        ):
+            if keys.pending(self.path):  # a record of nothing left: a move that never happened
+                with contextlib.suppress(OSError):
+                    keys.set_due(self.path, set(), set())
             return
-        left = self._drop_old_keyrings(keys.keyring_tips(self.repo))
+        try:
+            left = self._drop_old_keyrings(keys.keyring_tips(self.repo))
+        except OSError as err:
+            raise StorageError(
+                f"Error: removing the copies of keys this vault destroyed failed ({commit_path.storage_reason(err)}). "
+                f"Run the {what} again to finish it."
+            ) from err
         if left:
             raise BusyError(
                 f"Error: another program still holds a copy of keys this vault destroyed, in "
@@ -202,13 +236,16 @@ class Shredding(Engine):
         assert isinstance(current, pygit2.Oid)
         keep = keys.keyring_objects(repo, [current])
         doomed = keys.keyring_objects(repo, [*tips, current]) - keep
-        self._replaced_keyrings |= {tip.raw for tip in tips if tip.raw not in keep}
+        gone = {tip.raw for tip in tips} | keys.replaced(self.path)
+        gone = {oid for oid in gone if oid not in keep}
+        self._replaced_keyrings |= gone
         if self.keyring.format >= 2:
             doomed |= self._stray_keyrings(keep)
         doomed |= self._pending_doomed() - keep
+        doomed |= self._fetched_keyrings(repo, keep)
         # Written (synced) before any ref naming them goes: after a crash from
         # here on, the next run still knows what to remove.
-        self._set_pending_doomed(doomed)
+        keys.set_due(self.path, doomed, gone)
         for name in list(repo.references):
             if name != KEYRING_REF and name.endswith("/vaultmem-keyring"):
                 with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
@@ -216,11 +253,32 @@ class Shredding(Engine):
         self._commits.mark_pruning()
         left = prune.drop(self.path, doomed, repo)
         self._commits.mark_pruning()
-        self._set_pending_doomed(doomed if left else set())
+        keys.set_due(self.path, doomed if left else set(), gone)
         self._commits.scrub()
         durable.sync_filesystem(self.path)
         self._free_handle()  # a fresh handle: libgit2 lists the packs again
         return left
+
+    def _drop_stray_keyrings(self, repo: pygit2.Repository) -> None:
+        """After a push or a pull: remove the keyrings replaced before that
+        its fetches brought back (named by no ref any more), and finish a
+        removal an earlier run recorded.  A copy another program keeps stays
+        recorded for the next run (``verify`` reports it)."""
+        with self._lock.hold():
+            self._commits.recover()
+            if keys.pending(self.path):
+                with contextlib.suppress(BusyError):
+                    self._finish_removal("erasure")
+                return
+            current = keys.keyring_objects(repo, keys.keyring_tips(repo))
+            doomed = self._stray_keyrings(current) | self._fetched_keyrings(repo, current)
+            if doomed:
+                keys.set_due(self.path, doomed, set())  # synced before any goes
+                self._commits.mark_pruning()
+                left = prune.drop(self.path, doomed, repo)
+                self._commits.mark_pruning()
+                keys.set_due(self.path, doomed if left else set(), set())
+                self._free_handle()
 
     def _stray_keyrings(self, keep: set[bytes]) -> set[bytes]:
         """Objects of held keyring packs (see :mod:`vaultmem.git.prune`) that

@@ -4,7 +4,6 @@ and :mod:`vaultmem.repo.merge` (merging two histories)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from vaultmem.errors import (
     ConflictError,
     VaultError,
 )
-from vaultmem.git import durable, prune
+from vaultmem.git import durable
 from vaultmem.git.commits import (
     DAMAGED,
     Draft,
@@ -91,27 +90,6 @@ class Syncing(Shredding):
             return result
         finally:
             repo.free()
-
-    def _drop_stray_keyrings(self, repo: pygit2.Repository) -> None:
-        """After a push that replaced the remote's keyring, remove the older
-        keyring its fetches brought back (named by no ref any more)."""
-        with self._lock.hold():
-            current = keys.keyring_objects(repo, keys.keyring_tips(repo))
-            doomed = self._stray_keyrings(current) | self._fetched_keyrings(repo, current)
-            if doomed:
-                self._commits.mark_pruning()
-                prune.drop(self.path, doomed, repo)
-                self._commits.mark_pruning()
-                self._free_handle()
-
-    def _fetched_keyrings(self, repo: pygit2.Repository, current: set[bytes]) -> set[bytes]:
-        """Keyring objects the pushes' and pulls' fetches left, that no ref names."""
-        out: set[bytes] = set()
-        for oid in self._replaced_keyrings:
-            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
-                out |= keys.keyring_objects(repo, [pygit2.Oid(raw=oid)])
-        self._replaced_keyrings.clear()
-        return out - current
 
     def pull(
         self,
@@ -251,6 +229,8 @@ class Syncing(Shredding):
             if main_merge is not None or policy_merge is not None or ring_step == "merge":
                 # the fetched objects, before a merge commit names them (advance syncs for itself)
                 durable.sync_filesystem(self.path)
+            if replace:  # recorded (synced) before the keyring ref leaves them
+                self._record_replacing(tips, repo)
             # The keyring first: the versions that follow may use its data keys.
             if ring_step == "advance" or adopt:  # adopt: the remote's keyring is the merge, that very commit
                 assert their_ring is not None
@@ -301,6 +281,8 @@ class Syncing(Shredding):
                 result.moved[sharing.short_name(ref)] = (str(local) if local else None, tip)
             sharing.remember(repo, remote)
             self._signers_changed()  # git's allowed-signers file, even when only the server's copy moved
+        if self.keyring.format >= 2:
+            self._drop_stray_keyrings(repo)
         if result.merge is not None:
             self._upkeep.poke()
         return result

@@ -11,7 +11,10 @@ Walks every commit of ``main`` and every object it reaches, and checks:
   a blob moved or copied to another path is caught;
 - the keyring document, re-read from disk: its MAC, its entries, its active key;
 - that nothing makes git show another history than the commits record: a
-  ``shallow`` or ``info/grafts`` file, or a replace ref.
+  ``shallow`` or ``info/grafts`` file, or a replace ref;
+- that no copy of a keyring an erasure or a migration replaced is still on
+  the disk, as far as vaultmem's records of them tell (one cut short, or
+  brought back by a fetch).
 
 The history walked is the one the commit objects record, read from their
 bytes: git's shallow and grafts files are not honoured.  Nothing raises: a
@@ -28,6 +31,7 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pygit2
@@ -38,7 +42,8 @@ from vaultmem.core.names import MARKER, MARKER_CONTENT, is_token
 from vaultmem.core.paths import MemoryPath, parse_stored
 from vaultmem.core.versions import COMMANDS, parse_trailers, split_seal
 from vaultmem.errors import VaultError
-from vaultmem.git import objects
+from vaultmem.git import midx, objects
+from vaultmem.repo import keys
 from vaultmem.repo.history import UnreadableVersion, hiding_files, read_commit
 
 Progress = Callable[[int, int], None]
@@ -375,7 +380,9 @@ def verify(
     checker._commit = ""
     _hiding_files(repo, head, real, checker)
     _replace_refs(repo, real, checker)
+    _multi_pack_index(repo, checker)
     _erasures(repo, checker, real)
+    _replaced_keyrings(repo, checker)
     _shadows(repo, checker)
     for key_id in sorted(checker.missing_keys - set(keyring.keys)):
         checker._commit = ""
@@ -434,6 +441,33 @@ def _erasures(repo: pygit2.Repository, checker: Verifier, real: set[bytes]) -> N
                     "was cut short; run it again",
                 )
     checker._commit = ""
+
+
+def _replaced_keyrings(repo: pygit2.Repository, checker: Verifier) -> None:
+    """Objects of keyrings an erasure or a migration replaced (as its records
+    in the state folder name them) that are still on the disk: they hold the
+    keys it destroyed.  An erasure or migration cut short, a pack another
+    program kept, or a fetch that brought one back; the same erasure run
+    again, or the next write, push or pull, removes them."""
+    ref = repo.references.get(keys.KEYRING_REF)
+    target = ref.target if ref is not None else None
+    if not isinstance(target, pygit2.Oid):
+        return
+    gitdir = Path(repo.path)
+    keep = keys.keyring_objects(repo, [target])
+    doomed = keys.due(gitdir)
+    for tip in keys.replaced(gitdir) - keep:
+        doomed |= keys.keyring_objects(repo, [pygit2.Oid(raw=tip)])
+    left = sorted(oid.hex() for oid in doomed - keep if repo.odb.exists(oid.hex()))
+    if left:
+        checker._commit = ""
+        checker.find(
+            "erasure",
+            None,
+            f"{_plural(len(left), 'object')} of a keyring replaced by an erasure or a migration "
+            f"({left[0][:12]}{', ...' if len(left) > 1 else ''}) {'is' if len(left) == 1 else 'are'} still on the "
+            "disk, with keys it destroyed: run the same erasure (or `vaultmem migrate`) again to remove them",
+        )
 
 
 def _walk(repo: pygit2.Repository, head: pygit2.Oid, checker: Verifier, progress: Progress | None) -> set[bytes]:
@@ -588,4 +622,22 @@ def _replace_refs(repo: pygit2.Repository, real: set[bytes], checker: Verifier) 
             None,
             f"the vault holds {name}: git log and git show show another object in place of {what} {oid[:10]}; "
             f"verify read the real one; remove it with git replace -d {oid} (vaultmem never writes replace refs)",
+        )
+
+
+def _multi_pack_index(repo: pygit2.Repository, checker: Verifier) -> None:
+    """Git's multi-pack-index naming a pack that is not in objects/pack:
+    stock git then fails to read the objects it attributes to that pack
+    (``git fsck``, ``git log``), although vaultmem may read them from another
+    copy.  vaultmem never takes a pack an index lists away (see
+    :mod:`vaultmem.git.midx`); something else did."""
+    gone = midx.missing(Path(repo.path) / "objects" / "pack")
+    if gone:
+        checker.find(
+            "object",
+            None,
+            f"git's multi-pack-index names {_plural(len(gone), 'pack')} missing from objects/pack "
+            f"({gone[0]}{', ...' if len(gone) > 1 else ''}): stock git cannot read the objects it places there; "
+            "remove objects/pack/multi-pack-index (and objects/pack/multi-pack-index.d) and run "
+            "`git multi-pack-index write` to index the packs that are there",
         )
