@@ -51,6 +51,9 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> li
     if not doomed:
         return []
     objects_dir = gitdir / "objects"
+    # git's indexes over the objects go first: killed after any removal below,
+    # none names an object that is gone (git fsck fails on such a one).
+    _drop_indexes_naming(objects_dir, set(doomed))
     for oid in doomed:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(objects_dir / oid.hex()[:2] / oid.hex()[2:])
@@ -85,7 +88,7 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> li
             midx.clear(pack_dir)  # as git's repack -d does before it deletes a pack the index lists
         _remove_pack(stem)
         commits.step("prune-removed")
-    _drop_indexes_naming(objects_dir, doomed_set)
+    _drop_indexes_naming(objects_dir, doomed_set)  # again: git may have written one meanwhile
     durable.sync_dir(pack_dir)
     return left
 
