@@ -116,3 +116,59 @@ def test_global_options_work_after_the_command_too(tmp_path: Path) -> None:
     # After the command wins over before it, as the later option does in git.
     other = str(tmp_path / "other.vault")
     assert run("--vault", other, "cat", "/memories/a.txt", "--vault", vault, key=key).stdout == "a\n"
+
+
+NOT_UTF8 = "\udce9"  # what Python makes of the byte 0xE9 (a Latin-1 "é") on a command line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("call", "--actor", f"ren{NOT_UTF8}", '{"command": "create", "path": "/memories/b.txt", "file_text": "x"}'),
+        ("call", "--session", f"s{NOT_UTF8}", '{"command": "create", "path": "/memories/b.txt", "file_text": "x"}'),
+        ("forget", "/memories/a.txt", "--reason", f"demande de Ren{NOT_UTF8}"),
+        ("forget", "/memories/a.txt", "--reason", "GDPR request 4411", "--actor", f"ren{NOT_UTF8}"),
+        ("forget", "--matching", "hello", "--reason", "GDPR request 4411", "--session", f"s{NOT_UTF8}"),
+        ("redact", "main", "/memories/a.txt", "--reason", f"demande de Ren{NOT_UTF8}"),
+        ("restore", "main~1", "--actor", f"ren{NOT_UTF8}"),
+        ("retention", "--keep-for", "1d", "--actor", f"ren{NOT_UTF8}"),
+    ],
+)
+def test_text_that_is_not_utf8_in_a_label_or_a_reason_is_one_clear_error(tmp_path: Path, args: tuple[str, ...]) -> None:
+    key = generate_key()
+    vault = tmp_path / "v"
+    run("--vault", str(vault), "init", key=key)
+    for text in ("hello\n", "hello again\n"):
+        create = {"command": "create" if text == "hello\n" else "str_replace", "path": "/memories/a.txt"}
+        create.update({"file_text": text} if text == "hello\n" else {"old_str": "hello", "new_str": "hello again"})
+        assert run("--vault", str(vault), "call", json.dumps(create), key=key).returncode == 0
+    before = git(vault, "for-each-ref")
+    result = run("--vault", str(vault), *args, key=key)
+    message = result.stdout if args[0] == "call" else result.stderr
+    assert "unexpected" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert "not valid Unicode" in message, (result.stdout, result.stderr)
+    assert result.returncode == (1 if args[0] == "call" else 2)  # call: the tool refuses, as for any bad actor
+    assert git(vault, "for-each-ref") == before  # nothing changed
+
+
+def test_input_nested_too_deeply_is_one_clear_error(tmp_path: Path) -> None:
+    key = generate_key()
+    vault = tmp_path / "v"
+    run("--vault", str(vault), "init", key=key)
+    create = {"command": "create", "path": "/memories/a.txt", "file_text": "b\n"}
+    assert run("--vault", str(vault), "call", json.dumps(create), key=key).returncode == 0
+    before = git(vault, "for-each-ref")
+    deep_regex = "(" * 2000 + "b" + ")" * 2000
+    for args, says in [
+        (("call", "[" * 5000 + "]" * 5000), "nested too deeply"),
+        (("call", '{"command": "view", "path": ' + "[" * 5000 + "]" * 5000 + "}"), "nested too deeply"),
+        (("find", "--regex", deep_regex), "nest too deeply"),
+        (("forget", "--matching", deep_regex, "--regex", "--dry-run"), "nest too deeply"),
+        (("policy", "set", "patterns=" + json.dumps({"k": deep_regex}), "--actor", "ops"), "nest too deeply"),
+        (("policy", "set", "patterns=" + "[" * 5000 + "]" * 5000, "--actor", "ops"), "nested too deeply"),
+    ]:
+        result = run("--vault", str(vault), *args, key=key)
+        assert result.returncode == 2, (args[0], result.stderr)
+        assert result.stderr.startswith("vaultmem: ") and result.stderr.count("\n") == 1, result.stderr
+        assert says in result.stderr and "unexpected" not in result.stderr, result.stderr
+    assert git(vault, "for-each-ref") == before

@@ -461,6 +461,111 @@ def test_a_forget_killed_after_its_keyring_commit_removes_the_old_keyring_from_g
     assert reported  # the steps between the keyring's move and the removal were met
 
 
+# -- writes that land while an erasure runs ---------------------------------------------
+
+
+def erased_by_last_commit(vault_path: Path) -> set[str]:
+    """The blobs the last commit's ``Vaultmem-Erased`` trailers record."""
+    message = git(vault_path, "log", "-1", "--format=%B", "main")
+    return {line.split()[-1] for line in message.splitlines() if line.startswith("Vaultmem-Erased: ")}
+
+
+def push_at_step(step: str, other: Vault, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """At ``step`` of the next write, ``other`` (a clone) pushes what it wrote
+    into the vault, as a push from another machine lands while this one works."""
+    pushed: list[str] = []
+
+    def at(name: str) -> None:
+        if name == step and not pushed:
+            pushed.append(",".join(other.push().moved))
+
+    monkeypatch.setattr(commits, "on_step", at)
+    return pushed
+
+
+@pytest.mark.parametrize("verb", ["forget", "forget_matching", "redact"])
+def test_an_erasure_records_exactly_what_it_reports_when_a_version_lands_meanwhile(
+    vault: Vault, vault_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verb: str
+) -> None:
+    """A push lands on main between the erasure's first look and its commit:
+    the erasure erases (and reports) what main holds when it commits."""
+    write(vault, command="create", path="/memories/p.txt", file_text="SECRETMARK v1\n")
+    first = str(vault.head())
+    other = Vault.clone(str(vault_path), tmp_path / "other.vault", key=key)
+    write(other, command="str_replace", path="/memories/p.txt", old_str="v1", new_str="v2")
+    pushed = push_at_step("erase-begun", other, monkeypatch)
+    if verb == "forget":
+        result = vault.forget("/memories/p.txt", reason="GDPR request 4411", actor="ops")
+    elif verb == "forget_matching":
+        result = vault.forget_matching("SECRETMARK", reason="GDPR request 4411", actor="ops")
+    else:
+        result = vault.redact(first, "/memories/p.txt", reason="GDPR request 4411", actor="ops")
+    monkeypatch.setattr(commits, "on_step", None)
+    assert pushed == ["main"]
+    assert [v.command for v in vault.history()] == ["forget", "str_replace", "create"]
+    assert {v.blob for v in result.versions} == erased_by_last_commit(vault_path)  # reported = recorded
+    if verb == "redact":  # v1 only; v2 is the file's content now, and stays
+        assert [(v.version, v.current) for v in result.versions] == [(first, False)]
+        assert result.removed == ()
+        assert vault.read("/memories/p.txt") == "SECRETMARK v2\n"
+    else:  # every version, the one that landed meanwhile too
+        assert len(result.versions) == 2 and result.removed == ("/memories/p.txt",)
+        with pytest.raises(NotFoundError):
+            vault.read("/memories/p.txt")
+        assert vault.find("SECRETMARK") == []
+    report = Vault.open(vault_path, key=key).verify()
+    assert report.ok, report.problems
+
+
+def test_a_forget_erases_a_version_another_process_writes_before_it_takes_the_lock(
+    vault: Vault, vault_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(vault, command="create", path="/memories/p.txt", file_text="SECRETMARK v1\n")
+    env = {**os.environ, "VAULTMEM_KEY": key}
+    edit = json.dumps({"command": "str_replace", "path": "/memories/p.txt", "old_str": "v1", "new_str": "v2"})
+    wrote: list[int] = []
+
+    def at(name: str) -> None:  # the versions are listed; the writer lock is not held yet
+        if name == "erase-listed" and not wrote:
+            done = subprocess.run(["vaultmem", "--vault", str(vault_path), "call", edit], env=env, capture_output=True)
+            wrote.append(done.returncode)
+
+    monkeypatch.setattr(commits, "on_step", at)
+    result = vault.forget("/memories/p.txt", reason="GDPR request 4411", actor="ops")
+    monkeypatch.setattr(commits, "on_step", None)
+    assert wrote == [0]
+    assert [v.command for v in vault.history()] == ["forget", "str_replace", "create"]
+    assert len(result.versions) == 2 and result.removed == ("/memories/p.txt",)
+    assert {v.blob for v in result.versions} == erased_by_last_commit(vault_path)
+    with pytest.raises(NotFoundError):
+        vault.read("/memories/p.txt")
+    assert vault.find("SECRETMARK") == []
+
+
+def test_retention_keeps_a_version_restored_while_it_runs(
+    vault: Vault, vault_path: Path, key: str, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restore reuses the old version's blob: restored while retention runs,
+    it is a file's current content when retention commits, and stays."""
+    write(vault, command="create", path="/memories/p.txt", file_text="old text\n")
+    first = str(vault.head())
+    clock.advance(10 * 86400)
+    write(vault, command="str_replace", path="/memories/p.txt", old_str="old", new_str="new")
+    other = Vault.clone(str(vault_path), tmp_path / "other.vault", key=key, clock=clock)
+    other.restore(first, "/memories/p.txt", actor="ops-bob")
+    pushed = push_at_step("erase-begun", other, monkeypatch)
+    result = vault.apply_retention("1d", now=clock.now + 86400 * 30, actor="ops")
+    monkeypatch.setattr(commits, "on_step", None)
+    assert pushed == ["main"]
+    assert [v.command for v in vault.history()] == ["forget", "restore", "str_replace", "create"]
+    assert vault.read("/memories/p.txt") == "old text\n"  # the restore stands
+    assert result.removed == ()
+    assert {v.blob for v in result.versions} == erased_by_last_commit(vault_path)
+    assert all(not v.current for v in result.versions) and len(result.versions) == 1  # "new text" only
+    report = Vault.open(vault_path, key=key).verify()
+    assert report.ok, report.problems
+
+
 # -- retention ----------------------------------------------------------------------------
 
 
@@ -668,6 +773,28 @@ def test_a_dry_run_needs_no_reason_and_find_s_results_can_be_forgotten_as_listed
         vault.forget_matching([forged], reason="r")
     with pytest.raises(VaultError):
         vault.forget_matching([object()], reason="r")  # type: ignore[list-item]
+
+
+def test_text_that_is_not_unicode_in_a_reason_actor_session_or_pattern_is_a_vault_error(
+    vault: Vault, vault_path: Path, story: dict[str, str]
+) -> None:
+    before = git(vault_path, "for-each-ref")
+    bad = "demande de Ren\udce9"  # a lone surrogate: the byte 0xE9 of a command line or the environment
+    with pytest.raises(VaultError, match="reason is not valid Unicode"):
+        vault.forget("/memories/customers/a-l.md", reason=bad)
+    with pytest.raises(VaultError, match="reason is not valid Unicode"):
+        vault.redact(story["first"], "/memories/customers/ada.md", reason=bad)
+    with pytest.raises(VaultError, match=r"actor .* is not valid Unicode"):
+        vault.forget_matching(MARKER, reason="GDPR request 4411", actor=bad)
+    with pytest.raises(VaultError, match=r"session .* is not valid Unicode"):
+        vault.forget("/memories/customers/a-l.md", reason="GDPR request 4411", session=bad)
+    deep = "(" * 2000 + "ada" + ")" * 2000
+    with pytest.raises(VaultError, match="nest too deeply"):
+        vault.find(deep, regex=True)
+    with pytest.raises(VaultError, match="nest too deeply"):
+        vault.forget_matching(deep, regex=True, reason="GDPR request 4411")
+    assert git(vault_path, "for-each-ref") == before
+    assert vault.find(MARKER)  # nothing was erased
 
 
 @pytest.mark.parametrize("hiding", ["info/grafts", "shallow"])

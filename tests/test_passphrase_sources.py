@@ -131,3 +131,34 @@ def test_an_existing_vault_still_opens_with_its_old_short_passphrase(
     Vault.init(vault, passphrase="hunter2").close()
     listed = run("--vault", str(vault), "--passphrase", "ls", stdin="hunter2\n")
     assert listed.returncode == 0, listed.stderr
+
+
+def test_a_passphrase_that_is_not_utf8_is_one_clear_error(tmp_path: Path) -> None:
+    vault = tmp_path / "p.vault"
+    assert run("--vault", str(vault), "init", VAULTMEM_PASSPHRASE=STRONG).returncode == 0
+    bad = "pass\udce9word horse"  # the bytes "pass", 0xE9 (a Latin-1 "é"), "word horse"
+    by_env = run("--vault", str(vault), "ls", VAULTMEM_PASSPHRASE=bad)
+    assert by_env.returncode == 2 and "unexpected" not in by_env.stderr, by_env.stderr
+    not_utf8 = "is not valid Unicode text (it holds bytes that are not UTF-8).\n"
+    assert by_env.stderr == f"vaultmem: VAULTMEM_PASSPHRASE {not_utf8}"
+    changed = run("--vault", str(vault), "key", "change", VAULTMEM_PASSPHRASE=STRONG, VAULTMEM_NEW_PASSPHRASE=bad)
+    assert changed.returncode == 2 and "VAULTMEM_NEW_PASSPHRASE is not valid Unicode" in changed.stderr, changed.stderr
+    for utf8_mode in ("0", "1"):  # standard input decoded strictly, or with surrogate escapes
+        full = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
+        piped = subprocess.run(
+            [sys.executable, "-m", "vaultmem", "--vault", str(vault), "--passphrase", "ls"],
+            input=b"pass\xe9word horse\n",
+            capture_output=True,
+            env={**full, "PYTHONUTF8": utf8_mode, "LC_ALL": "C.UTF-8"},
+            timeout=120,
+            check=False,
+            start_new_session=True,
+        )
+        stderr = piped.stderr.decode()
+        assert piped.returncode == 2, stderr
+        assert stderr == f"vaultmem: the passphrase on standard input {not_utf8}"
+    with pytest.raises(BadKeyError, match="not valid Unicode"):
+        Vault.open(vault, passphrase=bad)
+    with pytest.raises(BadKeyError, match="not valid Unicode"):
+        Vault.init(tmp_path / "other.vault", passphrase=bad + " and more")
+    Vault.open(vault, passphrase=STRONG).close()  # unchanged

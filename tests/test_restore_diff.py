@@ -168,6 +168,25 @@ def test_diff_of_equal_versions_is_empty(vault: Vault, vault_path: Path, pair: t
     assert vault.changes(v2) == []
 
 
+def test_an_edit_whose_two_sides_were_erased_still_shows_as_a_change(vault: Vault, vault_path: Path, call) -> None:
+    """Both erased sides read as the same "was erased" line; the edit still
+    shows, as both lines, the way the erased create shows its one line."""
+    call(command="create", path="/memories/p.txt", file_text="color blue\n")
+    created = head(vault_path)
+    call(command="str_replace", path="/memories/p.txt", old_str="blue", new_str="red")
+    edited = head(vault_path)
+    call(command="create", path="/memories/q.txt", file_text="other\n")
+    vault.forget("/memories/p.txt", reason="GDPR request 4411", actor="ops")
+    [added] = vault.changes(None, created)
+    line = added.new
+    assert (added.path, added.status, added.old) == ("/memories/p.txt", "added", None)
+    assert line is not None and line.startswith("[this version of /memories/p.txt was erased on ")
+    assert changes(vault.changes(created, edited)) == [("/memories/p.txt", "modified", line, line)]
+    assert vault.diff(created, edited) == f"--- a/memories/p.txt\n+++ b/memories/p.txt\n@@ -1 +1 @@\n-{line}+{line}"
+    assert vault.diff(created, edited, path="/memories/q.txt") == ""
+    assert "blue" not in vault.diff(None, "main") and "red" not in vault.diff(None, "main")
+
+
 def test_diff_across_a_rename_is_a_delete_and_an_add(vault: Vault, vault_path: Path, call) -> None:
     call(command="create", path="/memories/a.txt", file_text="same\n")
     before = head(vault_path)

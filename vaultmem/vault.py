@@ -6,13 +6,16 @@ a thin entry into one ``ops`` module."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import parse_duration
+from vaultmem.core.values import compile_regex
 from vaultmem.core.versions import Version
+from vaultmem.errors import VaultError
 from vaultmem.ops import erase as erasing
 from vaultmem.ops import expiry, transfer
 from vaultmem.ops import find as finding
@@ -21,6 +24,18 @@ from vaultmem.ops.diff import FileChange, changes, unified
 from vaultmem.repo.store import Change, Entry, Store
 
 __all__ = ["Change", "Entry", "Vault"]
+
+
+def _check_regex(pattern: object, regex: bool, ignore_case: bool) -> None:
+    """Refuse, as a VaultError, a regular expression Python cannot read
+    (groups nested too deeply for its parser included) before any search."""
+    if not regex or not isinstance(pattern, str) or not 0 < len(pattern) <= finding.MAX_PATTERN:
+        return  # find itself says what is wrong with those
+    try:
+        compile_regex(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as err:
+        shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
+        raise VaultError(f"Error: {shown!r} is not a regular expression ({err}).") from err
 
 
 class Vault(Store):
@@ -34,6 +49,7 @@ class Vault(Store):
         regular expression), oldest first: path, the version that wrote it,
         when, by whom, how many matches, and whether it is the file's content
         now.  Never the content itself.  See :mod:`vaultmem.ops.find`."""
+        _check_regex(pattern, regex, ignore_case)
         return finding.find(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
 
     def forget(
@@ -49,7 +65,7 @@ class Vault(Store):
         followed back across renames): their keys are destroyed, for key
         holders too, in one audited ``forget`` commit; a current file leaves
         the memory.  With ``dry_run``, only list them.  See docs/erasure.md."""
-        targets = erasing.versions_of(self, path)
+        targets = erasing.listing_versions_of(self, path)  # listed again under the writer lock if main moved
         return erasing.erase(self, targets, reason=reason, actor=actor, session=session, dry_run=dry_run, what="forget")
 
     def redact(
@@ -86,9 +102,11 @@ class Vault(Store):
         expression), as :meth:`find` lists them, or exactly the matches a
         :meth:`find` returned; run it with ``dry_run=True`` first to see the
         list.  ``reason`` is required unless ``dry_run``."""
-        if isinstance(pattern, str):
-            targets = erasing.matching(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
-        else:
+        targets: erasing.Collect | list[erasing.FileVersion]
+        if isinstance(pattern, str):  # listed again under the writer lock if main moved
+            _check_regex(pattern, regex, ignore_case)
+            targets = erasing.listing_matches(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
+        else:  # exactly these (judged again under the writer lock: erased meanwhile, current or not)
             targets = erasing.from_matches(self, pattern)
         return erasing.erase(self, targets, reason=reason, actor=actor, session=session, dry_run=dry_run, what="match")
 

@@ -53,6 +53,7 @@ from vaultmem.cli.render import (
     write_text,
 )
 from vaultmem.core.policy import DURATIONS, Policy
+from vaultmem.core.values import is_unicode
 from vaultmem.errors import CommandError, NotFoundError, VaultError
 from vaultmem.ops.diff import unified, with_renames
 from vaultmem.ops.erase import ErasureResult
@@ -533,13 +534,15 @@ def _key_args(
                 "vaultmem mcp reads no passphrase from standard input (MCP speaks there): "
                 f"set {ENV_PASSPHRASE} or use --passphrase-file FILE."
             )
-        return {"passphrase": os.environ.get(ENV_PASSPHRASE) or _ask_passphrase(folder, create)}
+        if os.environ.get(ENV_PASSPHRASE):
+            return {"passphrase": _unicode(os.environ[ENV_PASSPHRASE], ENV_PASSPHRASE)}
+        return {"passphrase": _ask_passphrase(folder, create)}
     if os.environ.get(ENV_KEY):
         return {}  # the library reads it, and names it in its errors
     if fallback_key_file:
         return {"key_file": fallback_key_file}
     if os.environ.get(ENV_PASSPHRASE):
-        return {"passphrase": os.environ[ENV_PASSPHRASE]}
+        return {"passphrase": _unicode(os.environ[ENV_PASSPHRASE], ENV_PASSPHRASE)}
     if not create and args.command != "clone":  # a clone's vault is not there yet to be asked
         from vaultmem.vault import Vault
 
@@ -553,6 +556,18 @@ def _key_args(
     )
 
 
+def _unicode(value: str, where: str) -> str:
+    """``value``, if it is Unicode text: bytes that are not UTF-8 (in the
+    environment, on a pipe) are refused here, naming where they came from."""
+    if not is_unicode(value):
+        raise _not_unicode(where)
+    return value
+
+
+def _not_unicode(where: str) -> UsageError:
+    return UsageError(f"{where} is not valid Unicode text (it holds bytes that are not UTF-8).")
+
+
 def _protection(source: KeyArgs) -> str:
     """What protects a vault opened or made with ``source``: a key or a passphrase."""
     return "passphrase" if "passphrase" in source else "key"
@@ -562,12 +577,18 @@ def _ask_passphrase(vault: str, twice: bool) -> str:
     """A passphrase typed at a terminal (twice for a new one), or else the
     first line of standard input (a pipe: ``pass show x | vaultmem ...``)."""
     if not _is_terminal(sys.stdin):
-        line = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+        piped = "the passphrase on standard input"
+        try:
+            line = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+        except UnicodeDecodeError:  # standard input decoded strictly (not in UTF-8 mode)
+            raise _not_unicode(piped) from None
         if not line:
             raise UsageError("no passphrase on standard input: its first line is read as the passphrase.")
-        return line
+        return _unicode(line, piped)
     try:
-        first = getpass.getpass(f"{'New passphrase' if twice else 'Passphrase'} for {vault}: ")
+        first = _unicode(
+            getpass.getpass(f"{'New passphrase' if twice else 'Passphrase'} for {vault}: "), "the passphrase typed"
+        )
         if twice:
             from vaultmem.core.crypto import check_new_passphrase
 
@@ -740,6 +761,8 @@ def _call(vault: Vault, args: argparse.Namespace) -> int:
         params = json.loads(args.input)
     except json.JSONDecodeError as err:
         raise UsageError(f"the tool input is not valid JSON: {err.msg}.") from err
+    except RecursionError:
+        raise UsageError("the tool input is nested too deeply to read as JSON.") from None
     commands = MemoryCommands(vault, actor=args.actor, session=args.session or new_session())
     before = vault.head()
     try:
@@ -1000,6 +1023,8 @@ def _policy_value(name: str, raw: str) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError:
         return raw
+    except RecursionError:
+        raise UsageError(f"the value of {name} is nested too deeply to read as JSON.") from None
 
 
 def _policy_log_parser(policy: _Commands) -> None:
@@ -1297,7 +1322,7 @@ def _new_key(args: argparse.Namespace) -> tuple[KeyArgs, str] | None:
     if os.environ.get(ENV_NEW_KEY):
         return {"key": os.environ[ENV_NEW_KEY]}, f"the key in {ENV_NEW_KEY}"
     if os.environ.get(ENV_NEW_PASSPHRASE):
-        return {"passphrase": os.environ[ENV_NEW_PASSPHRASE]}, "the new passphrase"
+        return {"passphrase": _unicode(os.environ[ENV_NEW_PASSPHRASE], ENV_NEW_PASSPHRASE)}, "the new passphrase"
     return None
 
 

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from vaultmem.core import shred
 from vaultmem.core.lru import LRU
 from vaultmem.core.names import Names, is_sealed_text
+from vaultmem.core.values import is_unicode
 from vaultmem.errors import BadKeyError, ConflictError, ErasedError, IntegrityError, NotAVaultError, WrongKeyError
 
 FORMAT_VERSION = 2  # what new vaults are made in
@@ -97,6 +98,8 @@ class UserKey:
     def from_passphrase(cls, passphrase: str, kdf: Mapping[str, Any]) -> UserKey:
         if not isinstance(passphrase, str) or not passphrase:
             raise BadKeyError("Error: the passphrase must be a non-empty string.")
+        if not is_unicode(passphrase):
+            raise BadKeyError(NOT_UNICODE_PASSPHRASE)
         try:
             scrypt = Scrypt(salt=_unb64(kdf["salt"]), length=32, n=int(kdf["n"]), r=int(kdf["r"]), p=int(kdf["p"]))
         except (KeyError, ValueError, TypeError) as err:
@@ -114,6 +117,7 @@ def new_kdf_params() -> dict[str, Any]:
 # guesser down but cannot save a short or repetitive one.
 PASSPHRASE_MIN_LENGTH = 12
 PASSPHRASE_MIN_DIFFERENT = 6
+NOT_UNICODE_PASSPHRASE = "Error: the passphrase is not valid Unicode text (it holds bytes that are not UTF-8)."
 
 
 def check_new_passphrase(passphrase: object) -> None:
@@ -121,6 +125,8 @@ def check_new_passphrase(passphrase: object) -> None:
     Opening a vault never checks: a vault keeps the passphrase it was given."""
     if not isinstance(passphrase, str) or not passphrase:
         raise BadKeyError("Error: the passphrase must be a non-empty string.")
+    if not is_unicode(passphrase):
+        raise BadKeyError(NOT_UNICODE_PASSPHRASE)
     if len(passphrase) < PASSPHRASE_MIN_LENGTH or len(set(passphrase)) < PASSPHRASE_MIN_DIFFERENT:
         raise BadKeyError(
             f"Error: the passphrase is too weak to protect a vault: use at least {PASSPHRASE_MIN_LENGTH} "

@@ -58,6 +58,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from stdnum import iban, luhn
 
+from vaultmem.core.values import compile_regex
 from vaultmem.errors import VaultError
 
 
@@ -96,7 +97,7 @@ class RegexDetector:
     ) -> None:
         if isinstance(pattern, str):
             try:
-                pattern = re.compile(pattern)
+                pattern = compile_regex(pattern)
             except re.error as err:
                 raise VaultError(f"Error: the pattern for {kind!r} is not a valid regular expression: {err}.") from err
         known = pattern.groupindex if isinstance(group, str) else range(pattern.groups + 1)

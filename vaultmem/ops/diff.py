@@ -47,22 +47,23 @@ def changes(a: Snapshot, b: Snapshot, path: MemoryPath) -> list[FileChange]:
     _compare(a, b, path, a.entry(path), b.entry(path), found)
     out: list[FileChange] = []
     for file_path, old_id, new_id in sorted(found, key=lambda item: item[0].parts):
-        old = _text(a, file_path, old_id) if old_id else None
-        new = _text(b, file_path, new_id) if new_id else None
-        if old == new:
+        old, old_erased = _text(a, file_path, old_id) if old_id else (None, False)
+        new, new_erased = _text(b, file_path, new_id) if new_id else (None, False)
+        if old == new and not (old_erased or new_erased):
             continue  # re-encrypted (a rekey, a rename back): same text, new blob
         status: Status = "added" if old is None else "deleted" if new is None else "modified"
         out.append(FileChange(file_path.text, status, old, new))
     return out
 
 
-def _text(snap: Snapshot, file_path: MemoryPath, oid: bytes) -> str:
-    """A file version's text; an erased one is one line saying so (its
-    content is gone, and a diff shows that, not an error)."""
+def _text(snap: Snapshot, file_path: MemoryPath, oid: bytes) -> tuple[str, bool]:
+    """A file version's text, and whether it was erased: an erased one is
+    one line saying so (its content is gone, and a diff shows that, not an
+    error).  Two erased versions read as the same line, yet are a change."""
     try:
-        return snap.keyring.open(file_path.text, snap.read_raw(oid)).decode("utf-8")
+        return snap.keyring.open(file_path.text, snap.read_raw(oid)).decode("utf-8"), False
     except ErasedError as err:
-        return f"[{err.fact.removeprefix('Error: ').rstrip('.')}]\n"
+        return f"[{err.fact.removeprefix('Error: ').rstrip('.')}]\n", True
 
 
 def _compare(
@@ -123,6 +124,9 @@ def unified(found: list[FileChange]) -> str:
                 n=3,
             )
         )
+        if not lines and before and before == after:  # both sides erased: the same line, still a change
+            lines = [f"--- a/{name}\n", f"+++ b/{name}\n", f"@@ -{_span(before)} +{_span(after)} @@\n"]
+            lines += [f"-{line}" for line in before] + [f"+{line}" for line in after]
         if not lines:  # an empty file added or deleted
             lines = [
                 f"--- {'a/' + name if change.old is not None else '/dev/null'}\n",
@@ -131,3 +135,8 @@ def unified(found: list[FileChange]) -> str:
         for line in lines:
             parts.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(parts)
+
+
+def _span(lines: list[str]) -> str:
+    """A hunk's line range from line 1, as git writes it (``1`` for one line)."""
+    return "1" if len(lines) == 1 else f"1,{len(lines)}"

@@ -12,6 +12,12 @@ In storage format 2 every file version is encrypted under a key of its own
    keyring's history before it goes), and every copy of the keyrings before
    it removed from the disk: loose objects, packs, the journal, the trash.
 
+The file versions to erase are listed on a first look (all a dry run
+does), then listed again under the writer lock, on the memory the commit is
+made on, whenever ``main`` moved in between (another process wrote, restored
+or pushed): the commit records, and the result reports, exactly the versions
+erased, and a file's current content is judged as the commit leaves it.
+
 A crash between the two leaves the commit recorded and the keys alive: the
 erasure is re-run by calling the same verb again (it finds the versions
 still readable, and removes any keyring copy left behind).  The audit chain
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -32,11 +38,13 @@ import pygit2
 from vaultmem.core import paths
 from vaultmem.core.crypto import Erasure
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.values import is_unicode
 from vaultmem.core.versions import Filters, Version
 from vaultmem.errors import NotFoundError, VaultError
 from vaultmem.git import commits, objects
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.ops import find as finding
+from vaultmem.repo.engine import _check_label
 from vaultmem.repo.history import walk_named
 from vaultmem.repo.store import Change, Store
 
@@ -92,26 +100,34 @@ def check_reason(reason: object, dry_run: bool = False) -> str:
         raise VaultError(f"Error: the reason is longer than {MAX_REASON} characters.")
     if any(ord(ch) < 32 or ord(ch) == 127 or ch in "\u2028\u2029\u0085" for ch in reason):
         raise VaultError("Error: the reason must be one line without control characters.")
+    if not is_unicode(reason):
+        raise VaultError("Error: the reason is not valid Unicode text (it holds bytes that are not UTF-8).")
     return reason.strip()
+
+
+Collect = Callable[[Snapshot], Sequence[FileVersion]]
+"""Lists the file versions an erasure erases, as the memory ``main`` holds at
+the snapshot given (the commit is made on that snapshot)."""
 
 
 # -- finding what to erase ---------------------------------------------------------
 
 
-def versions_of(store: Store, path: str) -> list[FileVersion]:
+def versions_of(store: Store, path: str, snap: Snapshot | None = None) -> list[FileVersion]:
     """Every file version ever stored at ``path`` (a file or a folder),
-    following renames back, oldest first."""
+    following renames back, oldest first, in the history of ``snap``
+    (default: ``main`` now)."""
     target = paths.parse(path)
     if target.is_root:
         raise VaultError(
             "Error: forget takes a file or a folder below /memories; to erase everything a text matches, "
             "use forget_matching (`vaultmem forget --matching`)."
         )
-    head = store.head()
-    if head is None:
+    snap = store.snapshot() if snap is None else snap
+    if snap.commit_id is None:
         raise NotFoundError(f"Error: no version of {target} in this vault: it has no history yet.")
-    current = dict(store.snapshot().files(MemoryPath(())))
-    current_blobs = set(current.values())
+    head = pygit2.Oid(raw=snap.commit_id)
+    current_blobs = {oid for _, oid in snap.files(MemoryPath(()))}
     found: dict[bytes, FileVersion] = {}
     repo = store.repo
     for version, here in walk_named(repo, head, Filters(path=target), store.sealed_history()):
@@ -124,6 +140,11 @@ def versions_of(store: Store, path: str) -> list[FileVersion]:
     if not found:
         raise NotFoundError(f"Error: no version of {target} in this vault's history.", step="versions")
     return list(reversed(found.values()))
+
+
+def listing_versions_of(store: Store, path: str) -> Collect:
+    """What lists :func:`versions_of` ``path`` on a snapshot (for :func:`erase`)."""
+    return lambda snap: versions_of(store, path, snap)
 
 
 def _files_at(snap: Snapshot, here: MemoryPath) -> Iterable[tuple[MemoryPath, bytes]]:
@@ -166,20 +187,33 @@ def _writer(store: Store, commit: pygit2.Commit, target: MemoryPath, oid: bytes)
 def matching(
     store: Store, pattern: str, *, regex: bool = False, ignore_case: bool = False, path: str | None = None
 ) -> list[FileVersion]:
-    """Every file version whose content (or path) matches, as :func:`find` finds them."""
+    """Every file version whose content (or path) matches, as :func:`find`
+    finds them in ``main``'s history (under the writer lock: the history of
+    the snapshot a write is built on; if another program moves ``main``
+    meanwhile, the commit is refused and the erasure lists them again)."""
     out: dict[str, FileVersion] = {}
     for match in finding.find(store, pattern, regex=regex, ignore_case=ignore_case, path=path):
         out.setdefault(match.blob, FileVersion(match.version, match.path, match.blob, match.current))
     return list(out.values())
 
 
-def retention_targets(store: Store, keep_for: int, now: float) -> tuple[list[FileVersion], int]:
+def listing_matches(
+    store: Store, pattern: str, *, regex: bool = False, ignore_case: bool = False, path: str | None = None
+) -> Collect:
+    """What lists the :func:`matching` file versions (for :func:`erase`)."""
+    return lambda _snap: matching(store, pattern, regex=regex, ignore_case=ignore_case, path=path)
+
+
+def retention_targets(
+    store: Store, keep_for: int, now: float, snap: Snapshot | None = None
+) -> tuple[list[FileVersion], int]:
     """The file versions written more than ``keep_for`` seconds before
-    ``now`` that are not a file's current content and whose key still
-    exists; and how many such versions were written before the vault moved
-    to format 2 (their shared keys cannot be destroyed one by one)."""
+    ``now`` that are not a file's current content in ``snap`` (default:
+    ``main`` now) and whose key still exists; and how many such versions
+    were written before the vault moved to format 2 (their shared keys
+    cannot be destroyed one by one)."""
     cutoff = now - keep_for
-    current = {oid for _, oid in store.snapshot().files(MemoryPath(()))}
+    current = {oid for _, oid in (store.snapshot() if snap is None else snap).files(MemoryPath(()))}
     out: dict[bytes, FileVersion] = {}
     shared = 0
     for file_path, oid, commit in finding.file_versions(store, MemoryPath(())):
@@ -213,13 +247,20 @@ def apply_retention(
                 "content_retention=365d`) or give keep_for."
             )
     when = store.clock() if now is None else now
-    targets, shared = retention_targets(store, keep_for, when)
+    period = keep_for
+    shared = 0
+
+    def collect(snap: Snapshot) -> list[FileVersion]:
+        nonlocal shared
+        targets, shared = retention_targets(store, period, when, snap)
+        return targets
+
     days = keep_for // 86400
-    period = f"{days} days" if keep_for % 86400 == 0 else f"{keep_for} seconds"
+    older = f"{days} days" if keep_for % 86400 == 0 else f"{keep_for} seconds"
     result = erase(
         store,
-        targets,
-        reason=f"content retention: older than {period}",
+        collect,
+        reason=f"content retention: older than {older}",
         actor=actor,
         session=session,
         dry_run=dry_run,
@@ -251,33 +292,51 @@ def from_matches(store: Store, matches: Sequence[finding.Match]) -> list[FileVer
 # -- erasing -------------------------------------------------------------------------
 
 
-def erase(
-    store: Store,
-    targets: Sequence[FileVersion],
-    *,
-    reason: str | None,
-    actor: str,
-    session: str | None,
-    dry_run: bool,
-    what: str,
-) -> ErasureResult:
-    """Erase ``targets``: one ``forget`` commit, then their keys destroyed."""
-    reason = check_reason(reason, dry_run)
-    keyring = store.keyring
-    if keyring.format < 2:
-        raise VaultError(
-            "Error: this vault is in storage format 1, where file versions share their keys, so none can be "
-            "erased alone. Run `vaultmem migrate` (Vault.migrate()) first: versions written after it can be erased."
+class _NothingLeft(Exception):
+    """Raised by an erasure's ``build`` when, under the writer lock, none of
+    its file versions is left to erase: no commit is made."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What an erasure erases, judged on one snapshot of the memory."""
+
+    live: tuple[FileVersion, ...]
+    already: tuple[FileVersion, ...]
+    blobs: dict[str, tuple[str, int]]  # each live version's key: (epoch, nonce)
+    removed: tuple[MemoryPath, ...]  # current files holding erased content
+    named: bool  # some erased version's name stays readable in the trees
+    notes: tuple[str, ...]
+
+    def result(self, dry_run: bool, commit: Version | None = None) -> ErasureResult:
+        return ErasureResult(
+            dry_run,
+            self.live,
+            self.already,
+            tuple(p.text for p in self.removed),
+            commit=commit,
+            names_visible=self.named,
+            notes=self.notes,
         )
+
+
+def _plan(store: Store, snap: Snapshot, targets: Sequence[FileVersion]) -> _Plan:
+    """Sort ``targets`` into the versions to erase and those erased before,
+    each marked current or not, as ``snap`` (and its keyring) holds them."""
+    keyring = snap.keyring
+    files = list(snap.files(MemoryPath(())))
+    current = {oid for _, oid in files}
     live: list[FileVersion] = []
     already: list[FileVersion] = []
-    shared: list[FileVersion] = []
-    blobs: dict[str, tuple[str, int]] = {}  # each live version's key: (epoch, nonce)
+    shared = 0
+    blobs: dict[str, tuple[str, int]] = {}
     for target in targets:
-        blob = store.read_blob(bytes.fromhex(target.blob))
+        oid = bytes.fromhex(target.blob)
+        target = dataclasses.replace(target, current=oid in current)
+        blob = store.read_blob(oid)
         located = keyring.nonce_of(blob)
         if located is None:
-            shared.append(target)
+            shared += 1
         elif keyring.erasure_of(blob) is not None:
             already.append(target)
         else:
@@ -285,56 +344,98 @@ def erase(
             blobs[target.blob] = located
     if shared:
         raise VaultError(
-            f"Error: {len(shared)} of these file versions are in storage format 1 with no shadow (written "
+            f"Error: {shared} of these file versions are in storage format 1 with no shadow (written "
             "after this vault's migration, by a clone still in format 1), under a data key they share with "
             "other versions, so they cannot be erased one by one. Nothing was erased."
         )
     doomed = {bytes.fromhex(t.blob) for t in live}
-    removed = _current_holding(store.snapshot(), doomed)
+    removed = tuple(file_path for file_path, oid in files if oid in doomed)
     visible = [t for t in live if _name_visible(store, t)]
     notes = _notes(removed, visible, sealed=store.sealed_names)
-    named = bool(visible)
-    if dry_run or not live:
+    return _Plan(tuple(live), tuple(already), blobs, removed, bool(visible), notes)
+
+
+def erase(
+    store: Store,
+    targets: Sequence[FileVersion] | Collect,
+    *,
+    reason: str | None,
+    actor: str,
+    session: str | None,
+    dry_run: bool,
+    what: str,
+) -> ErasureResult:
+    """Erase ``targets`` (file versions, or what lists them on a snapshot):
+    one ``forget`` commit, then their keys destroyed.
+
+    They are listed first without the writer lock (a dry run stops there);
+    under the lock, on the snapshot the commit is built on, they are listed
+    again if ``main`` moved since, and judged again (erased meanwhile,
+    current or not): the commit records, and the result reports, exactly
+    what is erased."""
+    reason = check_reason(reason, dry_run)
+    if not dry_run:  # before any listing: the commit would refuse them
+        _check_label("actor", actor)
+        _check_label("session", session, optional=True)
+    if store.keyring.format < 2:
+        raise VaultError(
+            "Error: this vault is in storage format 1, where file versions share their keys, so none can be "
+            "erased alone. Run `vaultmem migrate` (Vault.migrate()) first: versions written after it can be erased."
+        )
+    if callable(targets):
+        collect: Collect = targets
+    else:
+        fixed = list(targets)
+
+        def collect(snap: Snapshot) -> list[FileVersion]:
+            return fixed
+
+    seen = store.snapshot()
+    listed_at, listed = seen.commit_id, collect(seen)
+    plan = _plan(store, seen, listed)
+    if dry_run or not plan.live:
         if not dry_run:
             store.finish_erasure()  # an earlier run of this erasure may have left work: finish it
             store.finish_removal()
-        return ErasureResult(
-            dry_run, tuple(live), tuple(already), tuple(p.text for p in removed), names_visible=named, notes=notes
-        )
+        return plan.result(dry_run)
+    commits.step("erase-listed")  # listed; the writer lock is not held yet
 
     def build(snap: Snapshot) -> Change:
+        nonlocal plan, listed_at, listed
+        if snap.commit_id != listed_at:  # main moved since the versions were listed: list them again
+            listed_at, listed = snap.commit_id, collect(snap)
+        plan = _plan(store, snap, listed)
+        if not plan.live:
+            raise _NothingLeft
+        live = plan.live
         files = "file version" if len(live) == 1 else "file versions"
         change = Change("forget", (MemoryPath(()),), subject=f"{len(live)} {files} ({what})")
         change.trailers.append(("Vaultmem-Erasure", what))
         change.trailers.append((REASON, reason))
         change.trailers.extend((ERASED, f"{t.version} {t.blob}") for t in live)
-        change.deletes.extend(_current_holding(snap, doomed))
-        store.begin_erasure(blobs)  # synced: a killed erasure is finished by the next writer
+        change.deletes.extend(plan.removed)
+        store.begin_erasure(plan.blobs)  # synced: a killed erasure is finished by the next writer
         commits.step("erase-begun")
         return change
 
     def destroy(version: Version) -> None:
         erasure = Erasure(version.id, actor, int(version.time.timestamp()), reason)
-        store.destroy_keys_locked(blobs, erasure)
+        store.destroy_keys_locked(plan.blobs, erasure)
         commits.step("erase-destroyed")
         store.end_erasure()
 
     try:
         version = store.mutate(build, actor=actor, session=session, after=destroy)
+    except _NothingLeft:
+        version = None
     except BaseException:
         with contextlib.suppress(VaultError, OSError):  # the first error is the one to report
             store.finish_erasure()  # the commit may have landed: finish it, or drop the record
         raise
-    assert version is not None
-    return ErasureResult(
-        False,
-        tuple(live),
-        tuple(already),
-        tuple(p.text for p in removed),
-        commit=version,
-        names_visible=named,
-        notes=notes,
-    )
+    if version is None:  # erased meanwhile: nothing to commit
+        store.finish_erasure()  # drops what an earlier attempt of this build recorded
+        store.finish_removal()
+    return plan.result(False, version)
 
 
 def _name_visible(store: Store, target: FileVersion) -> bool:
@@ -347,10 +448,6 @@ def _name_visible(store: Store, target: FileVersion) -> bool:
         return not store.snapshot(target.version).sealed
     except VaultError:
         return True
-
-
-def _current_holding(snap: Snapshot, doomed: set[bytes]) -> list[MemoryPath]:
-    return [file_path for file_path, oid in snap.files(MemoryPath(())) if oid in doomed]
 
 
 def _notes(removed: Sequence[MemoryPath], visible: Sequence[FileVersion], sealed: bool) -> tuple[str, ...]:

@@ -107,6 +107,12 @@ def _check_label(kind: str, value: str | None, optional: bool = False) -> None:
         raise VaultError(
             f"Error: the {kind} {value!r} contains a character git cannot record (<, >, or a control character)."
         )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: bytes that are not UTF-8, from a command line or the environment
+        raise VaultError(
+            f"Error: the {kind} {value!r} is not valid Unicode text (it holds bytes that are not UTF-8)."
+        ) from None
 
 
 # -- changes ---------------------------------------------------------------
