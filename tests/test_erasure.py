@@ -183,6 +183,30 @@ def test_redacting_the_current_version_takes_the_file_out_of_the_memory(vault: V
     ]
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed-names"])
+def test_forget_of_a_folder_follows_a_file_moved_into_it_back_to_where_it_came_from(
+    tmp_path: Path, key: str, sealed: bool
+) -> None:
+    vault = Vault.init(tmp_path / "v.vault", key=key, sealed_names=sealed)
+    write(vault, command="create", path="/memories/old/x.txt", file_text="x one\n")
+    write(vault, command="create", path="/memories/inbox/y.txt", file_text="y one\n")
+    write(vault, command="str_replace", path="/memories/inbox/y.txt", old_str="one", new_str="two")
+    write(vault, command="create", path="/memories/inbox/keep.txt", file_text="unrelated\n")
+    write(vault, command="rename", old_path="/memories/old", new_path="/memories/person")
+    write(vault, command="rename", old_path="/memories/inbox/y.txt", new_path="/memories/person/y.txt")
+    listed = vault.forget("/memories/person", reason="erasure request", dry_run=True).versions
+    assert sorted({v.path for v in listed}) == [
+        "/memories/inbox/y.txt",
+        "/memories/old/x.txt",
+        "/memories/person/x.txt",
+        "/memories/person/y.txt",
+    ]
+    vault.forget("/memories/person", reason="erasure request")
+    assert vault.find("one") == [] and vault.find("two") == []
+    assert vault.read("/memories/inbox/keep.txt") == "unrelated\n"
+    assert vault.verify().ok
+
+
 def test_forget_matching_lists_first_then_forgets_every_match(
     vault: Vault, vault_path: Path, key: str, story: dict[str, str]
 ) -> None:

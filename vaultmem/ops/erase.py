@@ -45,7 +45,7 @@ from vaultmem.git import commits, objects
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.ops import find as finding
 from vaultmem.repo.engine import _check_label
-from vaultmem.repo.history import walk_named
+from vaultmem.repo.history import before_rename, walk_named
 from vaultmem.repo.store import Change, Store
 
 ERASED = "Vaultmem-Erased"
@@ -129,17 +129,46 @@ def versions_of(store: Store, path: str, snap: Snapshot | None = None) -> list[F
     head = pygit2.Oid(raw=snap.commit_id)
     current_blobs = {oid for _, oid in snap.files(MemoryPath(()))}
     found: dict[bytes, FileVersion] = {}
+    _collect(store, head, target, current_blobs, found, MOVED_IN_DEPTH)
+    if not found:
+        raise NotFoundError(f"Error: no version of {target} in this vault's history.", step="versions")
+    return list(reversed(found.values()))
+
+
+MOVED_IN_DEPTH = 64  # files moved into a folder, from a folder they were moved into, ... followed back this far
+
+
+def _collect(
+    store: Store,
+    head: pygit2.Oid,
+    target: MemoryPath,
+    current_blobs: set[bytes],
+    found: dict[bytes, FileVersion],
+    depth: int,
+) -> None:
+    """Add to ``found`` every file version stored at ``target`` in the
+    history of ``head``, following ``target``'s renames back, and, for a
+    folder, each file moved into it from elsewhere back to where it came from."""
     repo = store.repo
-    for version, here in walk_named(repo, head, Filters(path=target), store.sealed_history()):
+    sealed = store.sealed_history()
+    first: dict[MemoryPath, tuple[Version, pygit2.Commit, MemoryPath]] = {}  # each file's oldest version here
+    for version, here in walk_named(repo, head, Filters(path=target), sealed):
         assert here is not None
         commit = repo[version.id].peel(pygit2.Commit)
         snap = store.snapshot_of(commit)
         for file_path, oid in _files_at(snap, here):
             # newest first: the last one seen is the oldest, the version that wrote it
             found[oid] = FileVersion(version.id, file_path.text, oid.hex(), oid in current_blobs)
-    if not found:
-        raise NotFoundError(f"Error: no version of {target} in this vault's history.", step="versions")
-    return list(reversed(found.values()))
+            first[file_path] = (version, commit, here)
+    if depth == 0:
+        return
+    for file_path, (version, commit, here) in first.items():
+        if file_path == here or version.command != "rename" or not commit.parent_ids:
+            continue
+        came_from = before_rename(version, file_path, commit, sealed)
+        folder_was = before_rename(version, here, commit, sealed)
+        if came_from != file_path and came_from.parts[: len(folder_was.parts)] != folder_was.parts:
+            _collect(store, commit.parent_ids[0], came_from, current_blobs, found, depth - 1)
 
 
 def listing_versions_of(store: Store, path: str) -> Collect:

@@ -410,7 +410,7 @@ def walk_named(
             spelled = [here.text] if sealed is None else [here.text, sealed.names.seal(here).text]
             if _may_touch(commit.message, *spelled) and touches(repo, commit, here, sealed):
                 version = Version.from_commit(commit)
-                before = _before_rename(version, here, commit, sealed)
+                before = before_rename(version, here, commit, sealed)
             parents = commit.parent_ids  # libgit2's are the recorded ones: commits() reads raw where they may differ
             for parent in parents:
                 named = _in_parent(repo, commit, parent, before, sealed) if len(parents) > 1 else before
@@ -485,7 +485,7 @@ def _may_touch(message: str, *targets: str) -> bool:
     return False
 
 
-def _before_rename(version: Version, tracked: MemoryPath, commit: CommitLike, sealed: SealedNames | None) -> MemoryPath:
+def before_rename(version: Version, tracked: MemoryPath, commit: CommitLike, sealed: SealedNames | None) -> MemoryPath:
     """The name ``tracked`` had before ``version``, if that version renamed it."""
     if version.command != "rename" or len(version.paths) != 2 or tracked.is_root:
         return tracked
