@@ -105,10 +105,10 @@ def prepare(block: Block, work: Path) -> dict[str, str]:
             VaultMemoryTool(laptop, actor="cli").call(
                 {"command": "create", "path": "/memories/notes.txt", "file_text": "Prefers e-mail.\n"}
             )
-            laptop.add_remote("origin", "./server.git")
             cwd = os.getcwd()
-            os.chdir(work)  # the remote's URL is relative, as the page gives it
+            os.chdir(work)  # the remote's URL is relative, as the page gives it (stored absolute)
             try:
+                laptop.add_remote("origin", "./server.git")
                 laptop.push()
             finally:
                 os.chdir(cwd)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vaultmem.core.merge import Result, Side, Tip, conflict_name, merge, text_merge
-from vaultmem.core.paths import parse
+from vaultmem.core.paths import MAX_PATH_BYTES, MAX_SEGMENT_BYTES, parse
 
 
 def run(
@@ -138,6 +138,56 @@ def test_conflict_names() -> None:
     parse(beside)
     taken = {"/memories/n.conflict-abc.md"}
     assert conflict_name("/memories/n.md", "abc", taken) == "/memories/n.conflict-abc-2.md"
+
+
+def _deep(total: int, name: str, last: int = 40) -> str:
+    """A path of exactly ``total`` bytes ending in ``name``: folders of 200
+    bytes, then one that makes up the rest (at least ``last`` bytes)."""
+    folders, size = [], len("/memories") + 1 + len(name.encode())
+    while total - size - 201 >= last + 1:
+        folders.append("d" * 200)
+        size += 201
+    folders.append("e" * (total - size - 1))
+    path = "/memories/" + "/".join(folders) + "/" + name
+    assert len(path.encode()) == total
+    return path
+
+
+def _within_the_rules(copy: str, path: str) -> None:
+    assert copy != path and len(copy.encode()) <= MAX_PATH_BYTES
+    assert all(len(part.encode()) <= MAX_SEGMENT_BYTES for part in copy.split("/"))
+    assert parse(copy).text == copy  # a valid path, in its canonical form
+
+
+def test_a_conflict_copy_at_the_path_limit_goes_to_the_nearest_folder_with_room() -> None:
+    path = _deep(MAX_PATH_BYTES, "report.md")
+    folder, _, _ = path.rpartition("/")
+    assert conflict_name(path, "abcdefgh", set()) == folder.rpartition("/")[0] + "/report.conflict-abcdefgh.md"
+    taken = {folder.rpartition("/")[0] + "/report.conflict-abcdefgh.md"}
+    assert conflict_name(path, "abcdefgh", taken) == folder.rpartition("/")[0] + "/report.conflict-abcdefgh-2.md"
+    # Room beside the file for part of its name: the name is cut there, on a character's edge.
+    path = _deep(MAX_PATH_BYTES - 4, "日本語のメモ.md")  # the copy needs 18 more bytes: 4 of the stem's 18 stay
+    assert conflict_name(path, "abcdefgh", set()) == path.rpartition("/")[0] + "/日.conflict-abcdefgh.md"
+    path = _deep(MAX_PATH_BYTES - 2, "日本語のメモ.md")  # 2 bytes: not even 日 fits beside it
+    copy = conflict_name(path, "abcdefgh", set())
+    assert copy.endswith("/日本語のメモ.conflict-abcdefgh.md") and copy.count("/") == path.count("/") - 1
+
+
+def test_conflict_copies_keep_within_the_path_rules_at_every_length() -> None:
+    names = ["r", "report.md", "é" * 126 + ".md", "日本語" * 28 + ".md", "a." + "x" * 250, "😀" * 63 + ".txt"]
+    names.append(".profile")
+    for name in names:
+        for total in range(len("/memories/e/") + len(name.encode()) + 1, MAX_PATH_BYTES + 1, 7):
+            path = _deep(total, name, last=1)
+            copy = conflict_name(path, "abcdefgh", set())
+            _within_the_rules(copy, path)
+            assert ".conflict-abcdefgh" in copy.rpartition("/")[2]
+            again = conflict_name(path, "abcdefgh", {copy})
+            _within_the_rules(again, path)
+            assert again != copy
+        copy = conflict_name(_deep(MAX_PATH_BYTES, name, last=1), "abcdefgh", set())
+        _within_the_rules(copy, name)
+    assert conflict_name("/memories/a." + "x" * 250, "abcdefgh", set()).endswith("xx.conflict-abcdefgh")
 
 
 def test_text_merge_refuses_overlapping_and_adjacent_edits() -> None:

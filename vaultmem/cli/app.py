@@ -1543,7 +1543,7 @@ def _remote_add(vault: Vault, args: argparse.Namespace) -> int:
     if args.json:
         print_json({"name": added.name, "url": added.url})
     else:
-        print(f"Added the remote {added.name}: {added.url}")
+        print(f"Added the remote {added.name}: {args.url}")  # as given; a path is stored absolute
     return 0
 
 

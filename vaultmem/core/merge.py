@@ -21,6 +21,7 @@ ends up at a path of the result, merged or whole.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -67,23 +68,41 @@ class Result:
 
 def conflict_name(path: str, label: str, taken: set[str]) -> str:
     """``/memories/a/notes.md`` -> ``/memories/a/notes.conflict-LABEL.md``
-    (``-2``, ``-3`` ... appended when that name is taken).  The stem is
-    shortened when the name would break a path rule's length."""
+    (``-2``, ``-3`` ... appended when that name is taken), within the path
+    rules: the name is cut from the end of its stem (on a character's edge)
+    to keep to :data:`MAX_SEGMENT_BYTES` and :data:`MAX_PATH_BYTES`; where
+    not even the stem's first character fits beside the file, the copy goes
+    into the nearest folder above where it does.  An extension too long to
+    keep with the stem's first character in one name counts as stem."""
     folder, _, name = path.rpartition("/")
     stem, dot, ext = name.rpartition(".")
     if not stem:  # no extension, or a name such as ".profile"
         stem, dot, ext = name, "", ""
+    folders = [folder]
+    while folders[-1].count("/") > 1:  # up to /memories
+        folders.append(folders[-1].rpartition("/")[0])
     for n in range(1, 10_000):
-        suffix = f".conflict-{label}" + (f"-{n}" if n > 1 else "") + dot + ext
-        over = max(
-            len((stem + suffix).encode()) - MAX_SEGMENT_BYTES,
-            len(f"{folder}/{stem}{suffix}".encode()) - MAX_PATH_BYTES,
-        )
-        short = stem.encode()[: len(stem.encode()) - over].decode("utf-8", "ignore") if over > 0 else stem
-        candidate = f"{folder}/{short}{suffix}"
+        tag = f".conflict-{label}" + (f"-{n}" if n > 1 else "")
+        candidate = _fitted(folders, stem, tag + dot + ext) or _fitted(folders, name, tag)
+        if candidate is None:
+            break
         if candidate not in taken:
             return candidate
     raise ValueError(f"no free conflict name beside {path}")
+
+
+def _fitted(folders: list[str], stem: str, tail: str) -> str | None:
+    """``STEM TAIL`` in the first of ``folders`` where it keeps to the path
+    rules with at least the first character of ``stem`` (cut from its end to
+    fit); None if there is no such folder."""
+    for where in folders:
+        room = min(MAX_SEGMENT_BYTES, MAX_PATH_BYTES - len(where.encode()) - 1) - len(tail.encode())
+        short = stem.encode()[: max(room, 0)].decode("utf-8", "ignore")
+        while short and unicodedata.normalize("NFC", short) != short:
+            short = short[:-1]  # a cut that would change under normalisation (a character's marks)
+        if short:
+            return f"{where}/{short}{tail}"
+    return None
 
 
 def text_merge(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:

@@ -1,9 +1,10 @@
 """Automatic sync for agents: a memory tool that keeps its vault in step with a
 git server, off the calls' latency and offline first.
 
-At session start (when the tool is made) it pulls.  When another clone has
-pushed first, the push pulls (merging both sides' versions, as the tool's
-actor) and pushes again.  After each acknowledged
+At session start (when the tool is made) it pulls, in the background thread:
+the tool waits for that pull at most ``FIRST_PULL_WAIT`` seconds, then works
+while it finishes.  When another clone has pushed first, the push pulls
+(merging both sides' versions, as the tool's actor) and pushes again.  After each acknowledged
 mutation it pushes, in a background thread, within ``GAP`` (1 s; the
 mutations of that second go in one push), and with ``every`` it also pulls
 and pushes every that many seconds.  A server that cannot be reached, or a
@@ -28,6 +29,14 @@ log = logging.getLogger("vaultmem.sync")
 # server) does not compete with every call for the machine.
 GAP = 1.0
 
+# Seconds the tool's constructor waits for the pull that starts its session.
+# Every network step is bounded too (VAULTMEM_SYNC_TIMEOUT, 30 s by default):
+# a server that never answers ends the pull with a warning.
+FIRST_PULL_WAIT = 5.0
+
+# Pushes tried after another clone's push landed first (each after pulling it).
+PUSH_TRIES = 3
+
 
 class AutoSync:
     """Keeps ``vault`` in step with ``remote`` (see the module docstring)."""
@@ -44,13 +53,23 @@ class AutoSync:
         self.failures = 0  # syncs that logged a warning, for the tool's owner
         self._wake = threading.Condition()
         self._dirty = False
-        self._busy = False
         self._closed = False
         self._flushing = 0
         self._thread: threading.Thread | None = None
-        self._attempt(pull=True, push=False)  # the session starts from what the server holds
-        if every is not None:
-            self._start()
+        # The session starts from what the server holds: the first pull runs in
+        # the thread, and the tool waits for it a bounded time only.
+        self._first_pull = True
+        self._busy = True  # flush() waits for it
+        self._start()
+        with self._wake:
+            self._wake.wait_for(lambda: not self._first_pull, FIRST_PULL_WAIT)
+            pending = self._first_pull
+        if pending:
+            log.warning(
+                "vaultmem: the pull from %r has not finished after %g s; the memory works locally meanwhile",
+                remote,
+                FIRST_PULL_WAIT,
+            )
 
     def poke(self) -> None:
         """A mutation was acknowledged: push it soon, in the background."""
@@ -94,6 +113,18 @@ class AutoSync:
             self._thread.start()
 
     def _loop(self) -> None:
+        if self._first_pull:
+            try:
+                self._attempt(pull=True, push=False)
+            finally:
+                with self._wake:
+                    self._first_pull = self._busy = False
+                    self._wake.notify_all()
+                    done = self.every is None and not self._dirty
+                    if done:
+                        self._thread = None  # under the lock: a poke after this starts a new thread
+            if done:
+                return
         while True:
             with self._wake:
                 if not self._dirty and not self._closed:
@@ -126,12 +157,14 @@ class AutoSync:
         try:
             if pull:
                 self.vault.pull(self.remote, actor=self.actor)
-            if push:
+            for tries_left in range(PUSH_TRIES - 1, -1, -1) if push else ():
                 try:
                     self.vault.push(self.remote)
+                    break
                 except ConflictError:  # another clone pushed first: merge its versions, then push
+                    if not tries_left:
+                        raise
                     self.vault.pull(self.remote, actor=self.actor)
-                    self.vault.push(self.remote)
         except VaultError as err:
             self.failures += 1
             log.warning("vaultmem: could not sync with %r; the memory works locally and retries: %s", self.remote, err)

@@ -266,6 +266,62 @@ def merge_base(repo: pygit2.Repository, a: pygit2.Oid, b: pygit2.Oid) -> pygit2.
     return next((commit.id for commit in commits(repo, b) if commit.id.raw in ours), None)
 
 
+def merge_bases(repo: pygit2.Repository, ones: Sequence[pygit2.Oid], others: Sequence[pygit2.Oid]) -> list[pygit2.Oid]:
+    """Every best common ancestor of ``ones`` and ``others`` (each as if its
+    commits were merged): the commits both reach that no other such commit
+    descends from, oldest first ([]: none).  Two tips that each merged the
+    other's earlier tip (a criss-cross) have two."""
+    found: dict[bytes, pygit2.Oid] = {}
+    for one in ones:
+        for other in others:
+            base = merge_base(repo, one, other)
+            if base is not None:
+                found[base.raw] = base
+    if not found:
+        return []
+    # A best common ancestor that is not one of these is no ancestor of them
+    # either: both sides reach it past them (a criss-cross).
+    hide = list(found.values())
+    mine = {commit.id.raw for commit in reached_since(repo, ones, hide)}
+    both = [commit for commit in reached_since(repo, others, hide) if commit.id.raw in mine]
+    below = {parent.raw for commit in both for parent in commit.parent_ids}
+    candidates = hide + [commit.id for commit in both if commit.id.raw not in below]
+    best = [c for c in candidates if not any(d != c and descends(repo, d, c) for d in candidates)]
+    return sorted(best, key=lambda oid: (read_commit(repo, oid).commit_time, str(oid)))
+
+
+def reached_since(
+    repo: pygit2.Repository, tips: Sequence[pygit2.Oid], bases: Sequence[pygit2.Oid]
+) -> Iterator[CommitLike]:
+    """The commits any of ``tips`` reaches and none of ``bases`` does, through
+    the parents they record, each after its parents (oldest first)."""
+    if not hiding_files(repo):
+        walker = repo.walk(None, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        for tip in tips:
+            walker.push(tip)
+        for base in bases:
+            walker.hide(base)
+        yield from walker
+        return
+    known = {c.id.raw for c in raw_commits(repo, bases)} if bases else set()
+    by_id = {c.id.raw: c for c in raw_commits(repo, tips) if c.id.raw not in known}
+    placed: set[bytes] = set()
+    for root in reversed(list(by_id.values())):  # the oldest by time first
+        stack: list[CommitLike] = [root]
+        while stack:
+            commit = stack[-1]
+            if commit.id.raw in placed:
+                stack.pop()
+                continue
+            waiting = [by_id[p.raw] for p in commit.parent_ids if p.raw in by_id and p.raw not in placed]
+            if waiting:
+                stack.extend(reversed(waiting))
+            else:
+                placed.add(commit.id.raw)
+                yield commit
+                stack.pop()
+
+
 def added_since(repo: pygit2.Repository, tip: pygit2.Oid, base: pygit2.Oid | None) -> Iterator[CommitLike]:
     """The commits ``tip`` reaches and ``base`` does not, through the parents
     they record, each after its parents (oldest first), one at a time."""

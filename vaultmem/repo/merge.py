@@ -12,13 +12,16 @@ Every function here builds; the store commits, under the writer lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+import hmac
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pygit2
 
 from vaultmem.core import merge as rules
-from vaultmem.core.crypto import Keyring
+from vaultmem.core.crypto import Keyring, document_mac
 from vaultmem.core.names import Names, is_sealed_text
 from vaultmem.core.paths import MemoryPath, parse, parse_stored
 from vaultmem.core.policy import Policy
@@ -26,7 +29,8 @@ from vaultmem.core.versions import format_message, parse_trailers
 from vaultmem.errors import ConflictError, ErasedError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Layouts, ReadRaw, SizeCache, Snapshot, TreeCache, TreeEditor, relay, root_tree
-from vaultmem.repo.history import added_since, merge_base
+from vaultmem.repo.history import merge_bases, reached_since
+from vaultmem.repo.keys import keyring_blob
 
 MERGE_TRAILER = "Vaultmem-Merge"
 CONFLICT_TRAILER = "Vaultmem-Conflict"
@@ -67,17 +71,17 @@ def _files(snap: Snapshot) -> dict[str, bytes]:
 
 def side_renames(
     repo: pygit2.Repository,
-    base: pygit2.Oid | None,
-    tip: pygit2.Oid,
+    bases: Sequence[pygit2.Oid],
+    tips: Sequence[pygit2.Oid],
     files: Iterable[str],
     reader: tuple[ReadRaw, Keyring, TreeCache] | None = None,
 ) -> dict[str, str]:
-    """Where each of ``files`` (paths at ``base``) went on the way to ``tip``:
-    the renames its commits record, oldest first, folder renames included.
-    A rename recorded with sealed names is read through ``reader``: the new
-    name from the version it wrote."""
+    """Where each of ``files`` (paths at the merge of ``bases``) went on the
+    way to ``tips``: the renames the commits since record, oldest first,
+    folder renames included.  A rename recorded with sealed names is read
+    through ``reader``: the new name from the version it wrote."""
     current = {path: path for path in files}
-    for commit in added_since(repo, tip, base):  # the parents commits record: a grafts file hides none
+    for commit in reached_since(repo, tips, bases):  # the parents commits record: a grafts file hides none
         if len(commit.parent_ids) > 1:
             continue  # a merge: the renames it carried are in the commits it merged
         trailers = parse_trailers(commit.message)
@@ -119,6 +123,98 @@ def _sealed_rename(
         current[path] = MemoryPath(renamed.parts + parse_stored(now).parts[depth:]).text
 
 
+@dataclass
+class _Version:
+    """One side of a merge as the rules read it: its files (path -> blob id,
+    or for a file a virtual base merged, an id of its own), their plain text,
+    the commits it stands for (several for a virtual base), and its newest
+    commit's time and id (the newer side keeps the path in a conflict)."""
+
+    files: dict[str, bytes]
+    plain: Callable[[str], bytes]
+    commits: list[pygit2.Oid]
+    newest: tuple[int, str]
+    snapshot: Snapshot | None = None
+
+    @property
+    def label(self) -> str:
+        return self.newest[1][:LABEL]
+
+
+@dataclass
+class _Reading:
+    repo: pygit2.Repository
+    read: ReadRaw
+    keyring: Keyring
+    trees: TreeCache
+    sizes: SizeCache = field(default_factory=SizeCache)
+
+    def at(self, commit: pygit2.Oid | None, common: bool) -> _Version:
+        """The files of ``commit`` (None: the empty memory); ``common``: a
+        version both sides shared, where an erased file reads as empty."""
+        snap = Snapshot(self.read, self.keyring, self.sizes, self.trees, commit.raw if commit is not None else None)
+        files = _files(snap)
+
+        def plain(path: str) -> bytes:
+            try:
+                return self.keyring.open(path, self.read(files[path]))
+            except ErasedError:
+                if not common:
+                    raise
+                return b""  # an erased common version: both sides' texts stand alone (a conflict keeps both)
+
+        if commit is None:
+            return _Version(files, plain, [], (0, ""), snap)
+        when = self.repo[commit].peel(pygit2.Commit).commit_time
+        return _Version(files, plain, [commit], (when, str(commit)), snap)
+
+    def common(self, ones: Sequence[pygit2.Oid], others: Sequence[pygit2.Oid]) -> _Version:
+        """What ``ones`` and ``others`` last shared: their merge base, or
+        when they have several (a criss-cross), the merge of those bases by
+        the same rules, as git's recursive merge makes a virtual base."""
+        found = merge_bases(self.repo, ones, others)
+        version = self.at(found[0] if found else None, common=True)
+        for other in found[1:]:
+            right = self.at(other, common=True)
+            base = self.common(version.commits, right.commits)
+            version = self.virtual(base, version, right, self.merge(base, version, right))
+        return version
+
+    def merge(self, base: _Version, ours: _Version, theirs: _Version) -> rules.Result:
+        versions: dict[rules.Side, _Version] = {"base": base, "ours": ours, "theirs": theirs}
+        reader = (self.read, self.keyring, self.trees)
+        tips = {
+            side: rules.Tip(
+                version.files, side_renames(self.repo, base.commits, version.commits, base.files, reader), version.label
+            )
+            for side, version in (("ours", ours), ("theirs", theirs))
+        }
+        prefer: rules.TipSide = "theirs" if theirs.newest > ours.newest else "ours"
+        return rules.merge(base.files, tips["ours"], tips["theirs"], lambda s, p: versions[s].plain(p), prefer)
+
+    @staticmethod
+    def virtual(base: _Version, ours: _Version, theirs: _Version, result: rules.Result) -> _Version:
+        """The merge of two common versions, unwritten: a base for a merge."""
+        versions: dict[rules.Side, _Version] = {"base": base, "ours": ours, "theirs": theirs}
+        files: dict[str, bytes] = {}
+        for path, take in result.files.items():
+            if take.content is not None:
+                files[path] = b"text:" + hashlib.sha256(take.content).digest()
+            else:
+                assert take.side is not None and take.source is not None
+                oid = versions[take.side].files[take.source]
+                files[path] = oid if take.source == path else b"from:" + take.source.encode() + b"\0" + oid
+
+        def plain(path: str) -> bytes:
+            take = result.files[path]
+            if take.content is not None:
+                return take.content
+            assert take.side is not None and take.source is not None
+            return versions[take.side].plain(take.source)
+
+        return _Version(files, plain, [*ours.commits, *theirs.commits], max(ours.newest, theirs.newest))
+
+
 def build_main_merge(
     repo: pygit2.Repository,
     read: ReadRaw,
@@ -132,38 +228,23 @@ def build_main_merge(
     now: int,
 ) -> tuple[list[objects.PackedObject], bytes, str, MergeReport]:
     """The objects, root tree and message of the merge of ``theirs`` into
-    ``ours`` (both tips of ``main``)."""
-    base = merge_base(repo, ours, theirs)
-    sizes = SizeCache()
-    snaps = {
-        "base": Snapshot(read, keyring, sizes, trees, base.raw if base is not None else None),
-        "ours": Snapshot(read, keyring, sizes, trees, ours.raw),
-        "theirs": Snapshot(read, keyring, sizes, trees, theirs.raw),
-    }
-    listed = {side: _files(snap) for side, snap in snaps.items()}
+    ``ours`` (both tips of ``main``), against what both last shared: their
+    merge base, or the merge of their merge bases when there are several."""
+    reading = _Reading(repo, read, keyring, trees)
+    sides = {"ours": reading.at(ours, common=False), "theirs": reading.at(theirs, common=False)}
+    base = reading.common([ours], [theirs])
+    result = reading.merge(base, sides["ours"], sides["theirs"])
+    ours_snap = sides["ours"].snapshot
+    assert ours_snap is not None
 
     def plain(side: rules.Side, path: str) -> bytes:
-        try:
-            return keyring.open(path, read(listed[side][path]))
-        except ErasedError:
-            if side != "base":
-                raise
-            return b""  # an erased common version: both sides' texts stand alone (a conflict keeps both)
-
-    reader = (read, keyring, trees)
-    tips = {
-        side: rules.Tip(listed[side], side_renames(repo, base, tip, listed["base"], reader), str(tip)[:LABEL])
-        for side, tip in (("ours", ours), ("theirs", theirs))
-    }
-    ours_commit, theirs_commit = repo[ours].peel(pygit2.Commit), repo[theirs].peel(pygit2.Commit)
-    newer_theirs = (theirs_commit.commit_time, str(theirs)) > (ours_commit.commit_time, str(ours))
-    result = rules.merge(listed["base"], tips["ours"], tips["theirs"], plain, "theirs" if newer_theirs else "ours")
+        return sides[side].plain(path)
 
     names = keyring.names
-    editor = TreeEditor(read, trees, snaps["ours"].memories_id, layouts, names)
-    if names is not None and not snaps["ours"].sealed and snaps["ours"].memories_id is not None:
-        relay(snaps["ours"], editor)
-    ours_files = listed["ours"]
+    editor = TreeEditor(read, trees, ours_snap.memories_id, layouts, names)
+    if names is not None and not ours_snap.sealed and ours_snap.memories_id is not None:
+        relay(ours_snap, editor)
+    ours_files = sides["ours"].files
     changed: set[str] = set()
     for path in sorted(set(ours_files) - set(result.files)):
         editor.delete(parse(path))
@@ -171,7 +252,7 @@ def build_main_merge(
     for path, take in result.files.items():
         target = parse(path)
         if take.side is not None and take.source == path:
-            oid = listed[take.side][path]
+            oid = sides[take.side].files[path]
             if ours_files.get(path) == oid:
                 continue
             editor.set(target, (objects.MODE_BLOB, oid))  # that side's blob as it is
@@ -180,7 +261,7 @@ def build_main_merge(
             editor.write_blob(target, keyring.seal(path, content, now))
         changed.add(path)
     memories = editor.write()
-    root, made = root_tree(memories, sealed=names is not None, marker_known=snaps["ours"].sealed)
+    root, made = root_tree(memories, sealed=names is not None, marker_known=ours_snap.sealed)
     report = MergeReport(
         merged=str(theirs),
         changed=sorted(changed),
@@ -214,6 +295,32 @@ def _counted(report: MergeReport) -> str:
 
 
 # -- the side branches ------------------------------------------------------------
+
+
+def check_one_key_change(
+    repo: pygit2.Repository, ours: Keyring, theirs: Keyring, local: pygit2.Oid, remote_ring: pygit2.Oid, remote: str
+) -> None:
+    """A pull that takes the other clone's new key (``theirs`` is wrapped
+    under another key than ``ours``) merges only if this clone still has the
+    key both last shared: a keyring they share (a merge base of ``local`` and
+    ``remote_ring``) wrapped under this clone's key.  A key change on both
+    hosts cannot be merged (ConflictError)."""
+    if hmac.compare_digest(theirs.user_key.mac_key, ours.user_key.mac_key):
+        return
+    shared = [Keyring.parse(keyring_blob(repo, base)) for base in merge_bases(repo, [local], [remote_ring])]
+    if not shared or any(_wrapped_under(doc, ours) for doc in shared):
+        return  # no keyring in common (an erasure made a new one): nothing tells which side changed the key
+    raise ConflictError(
+        f"Error: the key was changed both here and on the remote {remote!r} since they last synced, and two key "
+        "changes cannot be merged. Nothing was changed. To keep the remote's key, change this vault's key to it "
+        "(`vaultmem key change`), then pull again."
+    )
+
+
+def _wrapped_under(doc: dict[str, Any], ring: Keyring) -> bool:
+    """Whether the keyring document ``doc`` is sealed under ``ring``'s user key."""
+    mac = doc.get("mac")
+    return isinstance(mac, str) and hmac.compare_digest(mac, document_mac(doc, ring.user_key))
 
 
 def merge_keyrings(ours: Keyring, theirs: Keyring, new_key_given: bool, now: int) -> Keyring:

@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import re
 import secrets
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import pygit2
@@ -45,7 +47,7 @@ from vaultmem.repo.history import added_since, descends, merge_base
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, keyring_blob, keyring_objects
 from vaultmem.repo.merge import MergeReport
 from vaultmem.repo.policy import POLICY_REF
-from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF
+from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF, signers_problems
 
 MAIN_REF = "refs/heads/main"
 # everything a vault is: all of it travels
@@ -80,6 +82,45 @@ ENV_USERNAME = "VAULTMEM_GIT_USERNAME"
 ENV_PASSWORD = "VAULTMEM_GIT_PASSWORD"  # the name of a variable
 ENV_SSH_KEY = "VAULTMEM_SSH_KEY"
 ENV_SSH_PASSPHRASE = "VAULTMEM_SSH_PASSPHRASE"
+ENV_TIMEOUT = "VAULTMEM_SYNC_TIMEOUT"
+# Seconds libgit2 waits to connect to a server, and for each read or write on
+# the connection: a server that accepts and never answers ends the transfer
+# with an error, never hangs it.
+DEFAULT_TIMEOUT = 30.0
+
+
+def network_timeout() -> float:
+    """The bound on each network step, in seconds: ``VAULTMEM_SYNC_TIMEOUT``, else 30."""
+    raw = os.environ.get(ENV_TIMEOUT, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise VaultError(f"Error: {ENV_TIMEOUT} must be a positive number of seconds. Nothing was changed.")
+    return seconds
+
+
+def _bounded() -> None:
+    """Bound libgit2's connection and every read and write on it (process-wide settings)."""
+    millis = max(1, min(2**31 - 1, round(network_timeout() * 1000)))
+    if pygit2.settings.server_timeout != millis:
+        pygit2.settings.server_timeout = millis
+    if pygit2.settings.server_connect_timeout != millis:
+        pygit2.settings.server_connect_timeout = millis
+
+
+def _timed_out(err: Exception) -> bool:
+    return "timed out" in str(err).lower()
+
+
+def _silence(err: Exception) -> str:
+    """What a transport error says, or that the server stayed silent past the bound."""
+    if _timed_out(err):
+        return f"the server did not answer within {network_timeout():g} s"
+    return str(err)
 
 
 class _Callbacks(pygit2.RemoteCallbacks):
@@ -189,21 +230,27 @@ def check_url(url: str) -> None:
     config, a log or a message: use a credential helper or ssh-agent)."""
     if not url or any(ord(c) < 32 for c in url):
         raise VaultError("Error: the remote's URL is empty or holds a control character.")
-    with contextlib.suppress(ValueError):
+    try:
         parts = urlsplit(url)
-        if parts.password:
-            raise VaultError(
-                "Error: the URL holds a password, which would be stored in the vault's config; give the URL "
-                "without it and let git's credential helper or ssh-agent supply it."
-            )
-        if parts.scheme in ("http", "https") and parts.username:
-            # Hosts take a token in the user name too (https://TOKEN@github.com/...): over http
-            # a user name belongs with the password, in the environment or a credential helper.
-            raise VaultError(
-                "Error: the URL holds a user name, which over https can be a token and would be stored in the "
-                "vault's config; give the URL without it, and the user name in VAULTMEM_GIT_USERNAME or git's "
-                "credential helper."
-            )
+    except ValueError as err:
+        # not shown: it may hold a password the check could not find
+        raise VaultError(
+            f"Error: the remote's URL cannot be read ({err}, such as a '[' with no ']' in the host); check it "
+            "and give it again. Nothing was stored."
+        ) from None
+    if parts.password:
+        raise VaultError(
+            "Error: the URL holds a password, which would be stored in the vault's config; give the URL "
+            "without it and let git's credential helper or ssh-agent supply it."
+        )
+    if parts.scheme in ("http", "https") and parts.username:
+        # Hosts take a token in the user name too (https://TOKEN@github.com/...): over http
+        # a user name belongs with the password, in the environment or a credential helper.
+        raise VaultError(
+            "Error: the URL holds a user name, which over https can be a token and would be stored in the "
+            "vault's config; give the URL without it, and the user name in VAULTMEM_GIT_USERNAME or git's "
+            "credential helper."
+        )
 
 
 def add_remote(repo: pygit2.Repository, name: str, url: str) -> Remote:
@@ -212,6 +259,8 @@ def add_remote(repo: pygit2.Repository, name: str, url: str) -> Remote:
     check_url(url)
     if any(r.name == name for r in repo.remotes):
         raise VaultError(f"Error: the vault already has a remote named {name!r}.")
+    if local_path(url) is not None and not url.startswith("file:"):
+        url = os.path.abspath(url)  # a path on this machine works from any folder
     repo.remotes.create(name, url, f"+refs/heads/*:refs/remotes/{name}/*")
     return Remote(name, url)
 
@@ -239,19 +288,57 @@ def _transport_error(name: str, err: Exception) -> VaultError:
     if (isinstance(err, OSError) and err.errno in _LOCAL_ERRNOS) or any(words in text for words in _LOCAL_WORDS):
         # the trouble is on this machine (a full disk, a read-only one), not the way to the server
         return VaultError(f"Error: the transfer with the remote {name!r} failed here: {text}. Nothing was changed.")
+    if _timed_out(err):
+        return VaultError(
+            f"Error: the remote {name!r} did not answer within {network_timeout():g} s. Nothing was changed."
+        )
     return VaultError(f"Error: cannot reach the remote {name!r}: {text}. Nothing was changed.")
+
+
+def _missing_server(name: str, url: str) -> None:
+    """A remote on this machine that is not there: said as such."""
+    folder = local_path(url)
+    if folder is not None and not folder.exists():
+        raise VaultError(
+            f"Error: cannot reach the remote {name!r}: no repository at {os.path.abspath(folder)}. Nothing was changed."
+        )
+
+
+_T = TypeVar("_T")
+
+
+def _past_incoming(op: Callable[[], _T]) -> _T:
+    """Run ``op``, a libgit2 transfer, again when it failed only because a
+    push running on the same server (a path or ``file://``) removed its
+    short-lived incoming refs while libgit2 listed the server's refs: those
+    refs are never fetched, and they are gone within moments."""
+    for attempt in range(40):
+        try:
+            return op()
+        except pygit2.GitError as err:
+            if attempt == 39 or not (INCOMING in str(err) and "not found" in str(err)):
+                raise
+        time.sleep(min(0.1, 0.005 * (attempt + 1)))
+    raise AssertionError("unreachable")
 
 
 def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None] | None = None) -> None:
     """The remote's three branches into ``refs/remotes/NAME/*`` (objects and
-    tracking refs only: no branch of the vault moves), then the witness
-    check: IntegrityError if the remote's ``main`` no longer contains what it
-    held when this vault last synced with it."""
+    tracking refs only: no branch of the vault moves; the tracking ref of a
+    branch the server no longer has goes), then the witness check:
+    IntegrityError if the remote's ``main`` no longer contains what it held
+    when this vault last synced with it, or is gone."""
     remote = _remote(repo, name)
+    _missing_server(name, remote.url or "")
+    _bounded()
     specs = [f"+{ref}:{tracking(name, ref)}" for ref in BRANCHES]
     for attempt in range(2):
         try:
-            remote.fetch(specs, callbacks=_Callbacks(progress))
+            # pruned: a branch the server no longer has leaves its tracking ref too,
+            # so a push sends it again and the witness sees a main that is gone
+            _past_incoming(
+                lambda: remote.fetch(specs, callbacks=_Callbacks(progress), prune=pygit2.enums.FetchPrune.PRUNE)
+            )
         except (pygit2.GitError, OSError) as err:
             raise _transport_error(name, err) from err
         # `git repack -ad` run between libgit2 writing the fetched pack and the
@@ -374,6 +461,8 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
         specs = [f"{'+' if ref in replaced else ''}{ref}:{ref}" for ref, _, _ in moves]
         try:
             _send(repo, name, specs, progress)
+        except ConflictError:
+            raise
         except VaultError as err:
             if replaced:
                 raise VaultError(
@@ -394,11 +483,23 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
     return result
 
 
+# What libgit2 says when the server's branch moved past the id this push
+# checked (another host's push landed in between): the push is not a
+# fast-forward any more, and nothing was sent.
+_BEHIND = ("contains commits that are not present locally", "non-fastforwardable", "non-fast-forward")
+
+
 def _send(repo: pygit2.Repository, name: str, specs: list[str], progress: Callable[[int, int], None] | None) -> None:
     callbacks = _Callbacks(progress)
+    remote = _remote(repo, name)
+    _bounded()
     try:
-        _remote(repo, name).push(specs, callbacks=callbacks)
+        _past_incoming(lambda: remote.push(specs, callbacks=callbacks))
     except (pygit2.GitError, OSError) as err:
+        if any(words in str(err) for words in _BEHIND):
+            raise ConflictError(
+                f"Error: the remote {name!r} received other versions during this push; pull first. Nothing was pushed."
+            ) from err
         raise _transport_error(name, err) from err
     if callbacks.refused:
         shown = "; ".join(f"{short_name(ref)}: {why}" for ref, why in callbacks.refused.items())
@@ -471,7 +572,7 @@ def _move_branches(
             # lock the next push from this machine can prove its own.
             made = token / f"{LOCKING}{short_name(ref)}"
             _write_synced(made, f"{new}\n".encode("ascii"))
-            _move_server_ref(name, server, ref, old, made)
+            _move_server_ref(name, server, ref, old, made, new)
     except OSError as err:
         raise _transport_error(name, err) from err
 
@@ -534,11 +635,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _move_server_ref(name: str, server: Path, ref: str, old: pygit2.Oid | None, made: Path) -> None:
+def _move_server_ref(
+    name: str, server: Path, ref: str, old: pygit2.Oid | None, made: Path, new: pygit2.Oid | None = None
+) -> None:
     """Move ``ref`` in the repository ``server`` from ``old`` to the id in
     ``made`` (a synced file) as git does: its ``.lock`` taken exclusively (a
     hard link to ``made``: the lock is whole from its first instant), the ref
-    re-read under it, then the lock renamed into place."""
+    re-read under it, the server's reflog written if it keeps one, then the
+    lock renamed into place."""
     path = server / ref
     lock = path.with_name(path.name + ".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -561,12 +665,38 @@ def _move_server_ref(name: str, server: Path, ref: str, old: pygit2.Oid | None, 
                 f"Error: the remote {name!r} received other versions of {short_name(ref)} during this push; "
                 "pull first. Nothing was pushed."
             )
+        if new is not None:
+            _log_server_ref(server, ref, old, new)
         os.rename(lock, path)
         durable.sync_dir(path.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(lock)
         raise
+
+
+def _log_server_ref(server: Path, ref: str, old: pygit2.Oid | None, new: pygit2.Oid) -> None:
+    """Append the move to the server's reflog for ``ref``, as git's
+    receive-pack would: when that reflog exists, or the server's
+    ``core.logAllRefUpdates`` asks for one (``always``; ``true`` for branches).
+    Best effort, under the ref's lock: a reflog is a record, never the ref."""
+    log = server / "logs" / ref
+    with contextlib.suppress(OSError, pygit2.GitError, ValueError):
+        if not log.exists():
+            try:
+                wanted = str(pygit2.Config(str(server / "config"))["core.logAllRefUpdates"]).strip().lower()
+            except KeyError:
+                return
+            if wanted != "always" and not (wanted in ("true", "yes", "on", "1") and ref.startswith("refs/heads/")):
+                return
+            log.parent.mkdir(parents=True, exist_ok=True)
+        zero = "0" * len(str(new))
+        line = f"{old if old is not None else zero} {new} vaultmem <vaultmem@{_HOST}> {int(time.time())} +0000\tpush\n"
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
 
 
 def incoming(repo: pygit2.Repository, name: str, ref: str) -> tuple[pygit2.Oid | None, pygit2.Oid | None]:
@@ -672,7 +802,13 @@ def check_keyring(
     return pulled
 
 
-def check_commits(repo: pygit2.Repository, local: pygit2.Oid | None, theirs: pygit2.Oid, keyring: Keyring) -> int:
+def check_commits(
+    repo: pygit2.Repository,
+    local: pygit2.Oid | None,
+    theirs: pygit2.Oid,
+    keyring: Keyring,
+    outcome: str = "Nothing was changed.",
+) -> int:
     """Every commit ``theirs`` adds to ``local`` must carry a seal under the
     vault's keys (a commit made on the server without the key is refused);
     returns how many it adds."""
@@ -684,7 +820,7 @@ def check_commits(repo: pygit2.Repository, local: pygit2.Oid | None, theirs: pyg
         if problem:
             raise IntegrityError(
                 f"Error: the remote's commit {str(commit.id)[:10]} was not made with this vault's key ({problem}); "
-                "the server's copy may have been altered. Nothing was changed."
+                f"the server's copy may have been altered. {outcome}"
             )
         count += 1
     return count
@@ -715,14 +851,28 @@ def clone(
     check_url(url)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise VaultError(f"Error: {path} exists and is not an empty folder; choose a new folder for the clone.")
+    server = local_path(url)
+    if server is not None and not server.exists():
+        raise VaultError(f"Error: cannot clone {url}: no repository at {os.path.abspath(server)}. Nothing was made.")
+    _bounded()
+    made: list[Path] = []  # the folders above the clone this clone makes, deepest first: a failure removes them
+    above = Path(os.path.abspath(path.parent))
+    while not above.exists() and above != above.parent:
+        made.append(above)
+        above = above.parent
     path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(os.path.join(path.parent, f".{path.name}.clone-{os.getpid()}"))
     shutil.rmtree(work, ignore_errors=True)
+
+    def cloned() -> pygit2.Repository:
+        shutil.rmtree(work, ignore_errors=True)
+        return pygit2.clone_repository(url, str(work), bare=True, callbacks=_Callbacks(progress))
+
     try:
         try:
-            repo = pygit2.clone_repository(url, str(work), bare=True, callbacks=_Callbacks(progress))
+            repo = _past_incoming(cloned)
         except (pygit2.GitError, OSError, ValueError) as err:
-            raise VaultError(f"Error: cannot clone {url}: {err}. Nothing was made.") from err
+            raise VaultError(f"Error: cannot clone {url}: {_silence(err)}. Nothing was made.") from err
         for ref in BRANCHES:  # whatever the server's HEAD names, the vault's three branches
             theirs = repo.references.get(tracking("origin", ref))
             if theirs is not None:
@@ -747,7 +897,31 @@ def clone(
         durable.sync_dir(path.parent)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only while empty: never what another program put there meanwhile
         raise
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
     return path
+
+
+def check_clone(repo: pygit2.Repository, keyring: Keyring) -> None:
+    """What a clone took is checked as a pull checks it: every commit of every
+    branch sealed under the vault's keys (a commit made on the server without
+    the key is refused), and every change of the signers list signed by an
+    operator.  The caller opened the clone with its key (the keyring's MAC)."""
+    for ref in (MAIN_REF, POLICY_REF, SHADOWS_REF, SIGNERS_REF, CHECKPOINTS_REF):
+        found = repo.references.get(ref)
+        if found is None:
+            continue
+        tip = pygit2.Oid(hex=str(found.target))
+        check_commits(repo, None, tip, keyring, "Nothing was made.")
+        if ref == SIGNERS_REF:
+            unsigned = signers_problems(repo, keyring, tip)
+            if unsigned:
+                bad, kind, detail = unsigned[0]
+                raise IntegrityError(
+                    f"Error: the signers list on the server has a change no operator signed (commit {bad[:12]}, "
+                    f"{kind}: {detail}). Nothing was made."
+                )

@@ -4,9 +4,11 @@ and :mod:`vaultmem.repo.merge` (merging two histories)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -18,6 +20,7 @@ from vaultmem.core.crypto import (
 )
 from vaultmem.core.policy import Policy
 from vaultmem.errors import (
+    BusyError,
     ConflictError,
     VaultError,
 )
@@ -38,6 +41,50 @@ from vaultmem.repo.keys import SHADOWS_REF, write_keyring
 from vaultmem.repo.shredding import Shredding
 from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF, merge_checkpoints, signers_problems
 from vaultmem.repo.verify import Progress
+
+SYNC_WAIT = 60.0  # seconds a pull or push waits for another one of the same vault
+
+
+@contextlib.contextmanager
+def one_sync(gitdir: Path) -> Iterator[None]:
+    """Hold the vault's sync lock: one pull or push of a vault at a time,
+    across threads and processes.  Two of libgit2's fetches in one
+    repository fail on each other's lock files (``refs/remotes/NAME/*.lock``,
+    ``shallow.lock``), and a pull reads the tracking refs its fetch wrote.
+    A lock of its own, not the writer lock: tool calls never wait for a
+    network round trip.  A sync waits for another one at most
+    :data:`SYNC_WAIT` seconds, then stops with a BusyError."""
+    path = gitdir / durable.STATE_DIR / "sync-lock"
+    deadline, pause = time.monotonic() + SYNC_WAIT, 0.002
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:  # the disposable state folder was removed
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise BusyError(
+                    f"Error: another sync of this vault (a pull or a push) is still running after {SYNC_WAIT:g} "
+                    "seconds; try again when it has finished. Nothing was changed."
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+            continue
+        try:
+            here, mine = os.stat(path), os.fstat(fd)
+        except FileNotFoundError:
+            here = None
+        if here is not None and (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino):
+            break
+        os.close(fd)  # a lock on a file someone removed or replaced excludes nobody
+    try:
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
 
 
 class Syncing(Shredding):
@@ -62,7 +109,11 @@ class Syncing(Shredding):
         A wrong key is one clear error, and nothing is left behind."""
 
         def opens(folder: Path) -> None:
-            cls.open(folder, key=key, key_file=key_file, passphrase=passphrase, clock=clock).close()
+            opened = cls.open(folder, key=key, key_file=key_file, passphrase=passphrase, clock=clock)
+            try:
+                sharing.check_clone(opened.repo, opened.keyring)  # every commit sealed, as a pull checks
+            finally:
+                opened.close()
 
         sharing.clone(url, Path(path), configure=opens, progress=progress)
         return cls.open(path, key=key, key_file=key_file, passphrase=passphrase, clock=clock)
@@ -84,7 +135,8 @@ class Syncing(Shredding):
         versions this vault lacks (pull first)."""
         repo = self._handle()  # its own handle: a push may run in another thread (AutoSync)
         try:
-            result = sharing.push(repo, remote, progress)
+            with one_sync(self.path):
+                result = sharing.push(repo, remote, progress)
             if self.keyring.format >= 2:
                 self._drop_stray_keyrings(repo)
             return result
@@ -125,7 +177,8 @@ class Syncing(Shredding):
 
         repo = self._handle()  # its own handle: a pull may run in another thread (AutoSync)
         try:
-            return self._pull(repo, remote, progress, new_user_key, actor, policy_from)
+            with one_sync(self.path):
+                return self._pull(repo, remote, progress, new_user_key, actor, policy_from)
         finally:
             repo.free()
 
@@ -167,6 +220,8 @@ class Syncing(Shredding):
                     stale_remote_ring = True
                 if ring_step == "merge":
                     keys.check_unchanged(repo, self.keyring)
+                    assert local_ring is not None
+                    merging.check_one_key_change(repo, self.keyring, pulled, local_ring, their_ring, remote)
                     merged = merging.merge_keyrings(self.keyring, pulled, new_user_key is not None, now)
                     # An erasure on either side (format 2): the merged keyring
                     # is a new root, and every older keyring leaves the disk.
