@@ -229,10 +229,16 @@ def oldest_first(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLi
     if not hiding_files(repo):
         yield from repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
         return
-    newest = list(commits(repo, head))
+    yield from _parents_first(list(commits(repo, head)))
+
+
+def _parents_first(newest: list[CommitLike]) -> Iterator[CommitLike]:
+    """The commits of ``newest`` (newest first), each after those of its
+    parents among them; the oldest by time first, so unrelated lines keep
+    their order, and a first parent before the others."""
     by_id = {c.id.raw: c for c in newest}
     placed: set[bytes] = set()
-    for root in reversed(newest):  # the oldest by time first, so unrelated lines keep their order
+    for root in reversed(newest):
         stack = [root]
         while stack:
             commit = stack[-1]
@@ -304,22 +310,8 @@ def reached_since(
         yield from walker
         return
     known = {c.id.raw for c in raw_commits(repo, bases)} if bases else set()
-    by_id = {c.id.raw: c for c in raw_commits(repo, tips) if c.id.raw not in known}
-    placed: set[bytes] = set()
-    for root in reversed(list(by_id.values())):  # the oldest by time first
-        stack: list[CommitLike] = [root]
-        while stack:
-            commit = stack[-1]
-            if commit.id.raw in placed:
-                stack.pop()
-                continue
-            waiting = [by_id[p.raw] for p in commit.parent_ids if p.raw in by_id and p.raw not in placed]
-            if waiting:
-                stack.extend(reversed(waiting))
-            else:
-                placed.add(commit.id.raw)
-                yield commit
-                stack.pop()
+    unique = {c.id.raw: c for c in raw_commits(repo, tips) if c.id.raw not in known}
+    yield from _parents_first(list(unique.values()))
 
 
 def added_since(repo: pygit2.Repository, tip: pygit2.Oid, base: pygit2.Oid | None) -> Iterator[CommitLike]:
