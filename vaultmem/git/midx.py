@@ -186,11 +186,11 @@ def listed(pack_dir: Path) -> frozenset[str] | None:
 
 
 def _read(pack_dir: Path) -> frozenset[str] | None:
-    names: set[str] = set()
+    """The packs the single index and the chain list; None if either is unreadable."""
     try:
-        names.update(read_pack_names(pack_dir / MIDX))
+        names = set(read_pack_names(pack_dir / MIDX))
     except FileNotFoundError:
-        pass
+        names = set()  # no single index: only a chain, if any
     except (OSError, ValueError):
         return None
     layers = _chain(pack_dir / CHAIN_DIR)
