@@ -225,6 +225,27 @@ def test_a_clone_refuses_a_commit_made_on_the_server_without_the_key(
     assert not (tmp_path / "b.vault").exists()
 
 
+def test_a_server_branch_naming_no_commit_is_refused_by_clone(
+    shared: tuple[Path, str, Vault], tmp_path: Path
+) -> None:
+    """Someone wrote a blob's id into the server's ref file (git's own
+    update-ref refuses to): clone says so, and makes nothing."""
+    remote, key, _first = shared
+    blob = subprocess.run(
+        ["git", "-C", str(remote), "hash-object", "-w", "--stdin"], input="hi\n", capture_output=True, text=True
+    ).stdout.strip()
+    git(remote, "pack-refs", "--all")
+    (remote / "refs" / "heads" / "main").write_text(blob + "\n")
+    git(remote, "symbolic-ref", "HEAD", "refs/heads/master")  # git init's default: libgit2 clones without checking main
+    done = cli("clone", str(remote), "b.vault", env=clean_env(key), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Nothing was made." in done.stderr
+    assert "unexpected" not in done.stderr and not (tmp_path / "b.vault").exists()
+    with pytest.raises(IntegrityError, match=f"the remote's branch names {blob[:10]}, a blob, not a version"):
+        Vault.clone(str(remote), tmp_path / "c.vault", key=key)
+    assert not (tmp_path / "c.vault").exists()
+
+
 # -- a server that lost main -----------------------------------------------------------------
 
 

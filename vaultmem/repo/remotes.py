@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import pygit2
+from pygit2.enums import ObjectType
 
 from vaultmem.core.crypto import Keyring, UserKey
 from vaultmem.core.versions import split_seal
@@ -811,7 +812,15 @@ def check_commits(
 ) -> int:
     """Every commit ``theirs`` adds to ``local`` must carry a seal under the
     vault's keys (a commit made on the server without the key is refused);
-    returns how many it adds."""
+    returns how many it adds.  A branch that names no commit at all (a blob
+    or a tree written into the ref file on the server) is refused the same way."""
+    kind = repo.odb.read_header(theirs)[0] if repo.odb.exists(theirs) else None
+    if kind != ObjectType.COMMIT:
+        what = "an object this vault does not have" if kind is None else f"a {ObjectType(kind).name.lower()}"
+        raise IntegrityError(
+            f"Error: the remote's branch names {str(theirs)[:10]}, {what}, not a version; "
+            f"the server's copy may have been altered. {outcome}"
+        )
     count = 0
     for commit in added_since(repo, theirs, local):  # the parents commits record: a grafts file hides none
         raw = repo.odb.read(commit.id)[1]
