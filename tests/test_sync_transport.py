@@ -225,9 +225,7 @@ def test_a_clone_refuses_a_commit_made_on_the_server_without_the_key(
     assert not (tmp_path / "b.vault").exists()
 
 
-def test_a_server_branch_naming_no_commit_is_refused_by_clone(
-    shared: tuple[Path, str, Vault], tmp_path: Path
-) -> None:
+def test_a_server_branch_naming_no_commit_is_refused_by_clone(shared: tuple[Path, str, Vault], tmp_path: Path) -> None:
     """Someone wrote a blob's id into the server's ref file (git's own
     update-ref refuses to): clone says so, and makes nothing."""
     remote, key, _first = shared
