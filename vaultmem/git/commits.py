@@ -694,7 +694,11 @@ class CommitPath:
         if intent is not None:
             new = bytes.fromhex(intent.new)
             lock_path = os.path.join(self.gitdir, intent.ref + ".lock")
-            if self._our_lock(lock_path, {new}):
+            # After a power cut the intent (never synced) may name an earlier
+            # write; the journal names every id a lock of vaultmem's can hold.
+            pending = [m for m in self.journal.pending() if m.ref == intent.ref]
+            cut = any(not same_epoch(m.epoch, self.epoch) for m in pending)
+            if self._our_lock(lock_path, {new, *(m.new for m in pending)}, garbled=cut):
                 os.unlink(lock_path)
             journaled = next((m for m in self.journal.pending() if m.new == new and m.ref == intent.ref), None)
             current = read_ref_or_damaged(self.gitdir, intent.ref)  # garbled by a power cut: the repair decides
@@ -744,10 +748,11 @@ class CommitPath:
                 self._restore_pack(move.pack)
         self._repair_indexes()
         self._retire_damaged_packs()
-        for ref, target in replay(self.gitdir, moves).items():
+        for ref in {m.ref for m in moves}:  # a lock of ours the power cut left behind, moved or not
             lock_path = os.path.join(self.gitdir, ref + ".lock")
             if self._our_lock(lock_path, {m.new for m in moves if m.ref == ref}, garbled=True):
-                os.unlink(lock_path)  # a lock of ours the power cut left behind
+                os.unlink(lock_path)
+        for ref, target in replay(self.gitdir, moves).items():
             self._move(ref, None, target, check=False)
         self.checkpoint()
 
