@@ -700,7 +700,7 @@ class CommitPath:
             cut = any(not same_epoch(m.epoch, self.epoch) for m in pending)
             if self._our_lock(lock_path, {new, *(m.new for m in pending)}, garbled=cut):
                 os.unlink(lock_path)
-            journaled = next((m for m in self.journal.pending() if m.new == new and m.ref == intent.ref), None)
+            journaled = next((m for m in pending if m.new == new), None)
             current = read_ref_or_damaged(self.gitdir, intent.ref)  # garbled by a power cut: the repair decides
             if journaled is not None:
                 old = None if journaled.old == ZERO else journaled.old

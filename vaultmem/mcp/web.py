@@ -225,7 +225,7 @@ def guarded_protocol(request_timeout: float, max_connections: int) -> type[H11Pr
                     transport.close()
                     return
                 oldest.transport.close()
-                self._settled_(oldest)
+                self._settle(oldest)
             self._arm()
 
         def data_received(self, data: bytes) -> None:
@@ -234,10 +234,10 @@ def guarded_protocol(request_timeout: float, max_connections: int) -> type[H11Pr
             super().data_received(data)
             cycle = self.cycle
             if self.deadline is not None and cycle is not None and not cycle.more_body and not cycle.response_complete:
-                self._settled_(self)  # the request is whole: the answer may take as long as it needs
+                self._settle(self)  # the request is whole: the answer may take as long as it needs
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._settled_(self)
+            self._settle(self)
             super().connection_lost(exc)
 
         def _arm(self) -> None:
@@ -251,7 +251,7 @@ def guarded_protocol(request_timeout: float, max_connections: int) -> type[H11Pr
                 self.transport.close()
 
         @staticmethod
-        def _settled_(protocol: H11Protocol) -> None:
+        def _settle(protocol: H11Protocol) -> None:
             sending.pop(protocol, None)
             handle = getattr(protocol, "deadline", None)
             if handle is not None:
