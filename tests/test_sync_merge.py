@@ -181,6 +181,48 @@ def test_three_merge_bases_merge_into_one_base(tmp_path: Path) -> None:
     assert b.files() == {"/memories/g.txt": "g-C\n", "/memories/s.txt": "s-A, s-B and s-C\n"}
 
 
+def test_policy_changes_after_a_criss_cross_merge_without_a_false_conflict(crossed: tuple[Host, Host]) -> None:
+    """The policy branch's merge bases after a criss-cross are both sides'
+    first changes: merged against either one alone, each later change looks
+    like a clash.  Merged against both (a virtual base), it is none."""
+    a, b = crossed
+    a.vault.set_policy(actor="ops-a", max_files=50)
+    b.vault.set_policy(actor="ops-b", max_vault_bytes=4_000_000)
+    a.vault.push("origin")
+    b.vault.push("two")
+    a.pull("two")  # both merge the other's change: the same policy, two merge commits
+    b.pull("origin")
+    assert a.vault.policy == b.vault.policy
+    a.vault.set_policy(actor="ops-a", max_files=70)
+    b.vault.set_policy(actor="ops-b", max_vault_bytes=5_000_000)
+    a.vault.push("origin")
+    b.pull("origin")
+    bases = git(b.vault.path, "merge-base", "--all", "vaultmem-policy^1", "vaultmem-policy^2").split()
+    assert len(bases) == 2
+    assert (b.vault.policy.max_files, b.vault.policy.max_vault_bytes) == (70, 5_000_000)
+    b.vault.push("origin")
+    a.pull("origin")
+    assert a.vault.policy == b.vault.policy
+    assert a.vault.verify().ok and b.vault.verify().ok
+
+
+def test_a_real_policy_clash_after_a_criss_cross_is_still_refused(crossed: tuple[Host, Host]) -> None:
+    a, b = crossed
+    a.vault.set_policy(actor="ops-a", max_files=50)
+    b.vault.set_policy(actor="ops-b", max_vault_bytes=4_000_000)
+    a.vault.push("origin")
+    b.vault.push("two")
+    a.pull("two")
+    b.pull("origin")
+    a.vault.set_policy(actor="ops-a", max_files=70)
+    b.vault.set_policy(actor="ops-b", max_files=80)
+    a.vault.push("origin")
+    before = str(b.vault.head())
+    with pytest.raises(ConflictError, match="max_files"):
+        b.pull("origin")
+    assert str(b.vault.head()) == before and b.vault.policy.max_files == 80
+
+
 # -- a key change on both hosts -----------------------------------------------------------
 
 

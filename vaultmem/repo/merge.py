@@ -330,12 +330,52 @@ def merge_keyrings(ours: Keyring, theirs: Keyring, new_key_given: bool, now: int
     return Keyring.union([ours, theirs], target.user_key, dict(target.protector), now)
 
 
-def merge_policies(base: Policy, ours: Policy, theirs: Policy, prefer: str | None) -> tuple[Policy, list[str]]:
+_CLASHED = object()  # a field the merge bases of a criss-cross set differently: equal to no side's value
+
+
+def policy_base(
+    repo: pygit2.Repository,
+    ones: Sequence[pygit2.Oid],
+    others: Sequence[pygit2.Oid],
+    read: Callable[[pygit2.Oid], Policy],
+) -> dict[str, Any]:
+    """The policy fields ``ones`` and ``others`` (policy branch commits) last
+    shared: their merge base's, or when they have several (a criss-cross)
+    the bases merged field by field against their own common policy, as
+    git's recursive merge makes a virtual base.  A field the bases set
+    differently equals neither side's value, so a later change to it on
+    both sides still clashes."""
+    found = merge_bases(repo, ones, others)
+    if not found:
+        return Policy().to_dict()
+    base = read(found[0]).to_dict()
+    merged = [found[0]]
+    for other in found[1:]:
+        below = policy_base(repo, merged, [other], read)
+        right = read(other).to_dict()
+        base = {name: _field(below[name], base[name], right[name]) for name in base}
+        merged.append(other)
+    return base
+
+
+def _field(base: object, ours: object, theirs: object) -> object:
+    if ours == theirs or theirs == base:
+        return ours
+    if ours == base:
+        return theirs
+    return _CLASHED
+
+
+def merge_policies(
+    base: Policy | dict[str, Any], ours: Policy, theirs: Policy, prefer: str | None
+) -> tuple[Policy, list[str]]:
     """Field by field: a field one side changed takes that side; one both
     sides set differently is refused (ConflictError naming it) unless
-    ``prefer`` ("ours" or "theirs") says which side wins.  Returns the policy
-    and the fields it changes in this vault."""
-    b, o, t = base.to_dict(), ours.to_dict(), theirs.to_dict()
+    ``prefer`` ("ours" or "theirs") says which side wins.  ``base`` is the
+    common policy, or :func:`policy_base`'s fields.  Returns the policy and
+    the fields it changes in this vault."""
+    b = base.to_dict() if isinstance(base, Policy) else base
+    o, t = ours.to_dict(), theirs.to_dict()
     merged = dict(o)
     clashes = []
     for name in o:

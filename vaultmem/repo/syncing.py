@@ -345,8 +345,7 @@ class Syncing(Shredding):
     def _merged_policy(
         self, repo: pygit2.Repository, keyring: Keyring, local: pygit2.Oid, theirs: pygit2.Oid, prefer: str | None
     ) -> tuple[Policy, list[str]]:
-        base_id = merge_base(repo, local, theirs)
-        base = policy_mod.policy_at(repo, keyring, base_id) if base_id is not None else Policy()
+        base = merging.policy_base(repo, [local], [theirs], lambda commit: policy_mod.policy_at(repo, keyring, commit))
         ours, theirs_policy = policy_mod.policy_at(repo, keyring, local), policy_mod.policy_at(repo, keyring, theirs)
         return merging.merge_policies(base, ours, theirs_policy, prefer)
 
