@@ -264,19 +264,21 @@ def test_every_sh_block_runs_as_printed(block: Block, tmp_path: Path) -> None:
 
 
 class Loose(Ids):
-    """Matches a shown line with its version ids, times, keys and sealed
+    """Matches a shown line with its version ids, times, days, keys and sealed
     names' tokens as wildcards (they differ from run to run); nothing is
     typed back in these docs."""
 
     def match(self, expected: str, actual: str) -> bool:
         pattern = ""
-        for part in re.split(r"(\b[0-9a-f]{7,}\b|\bn[a-z2-7]{16}\b|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", expected):
+        for part in re.split(r"(\b[0-9a-f]{7,}\b|\bn[a-z2-7]{16}\b|\d{4}-\d\d-\d\d(?:T\d\d:\d\d:\d\dZ)?)", expected):
             if re.fullmatch(r"[0-9a-f]{7,}", part):
                 pattern += f"[0-9a-f]{{{len(part)}}}"
             elif re.fullmatch(r"n[a-z2-7]{16}", part):  # a sealed name's token: keyed, so it differs too
                 pattern += r"n[a-z2-7]{16}"
             elif re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", part):
                 pattern += r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+            elif re.fullmatch(r"\d{4}-\d\d-\d\d", part):  # a day: the day the example runs
+                pattern += r"\d{4}-\d\d-\d\d"
             else:
                 pattern += re.escape(part)
         return re.fullmatch(pattern, actual) is not None
