@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 
 from vaultmem import InvalidPathError, VaultError
-from vaultmem.core.paths import MemoryPath, parse
+from vaultmem.core.paths import MemoryPath, parse, parse_stored
 
 NFC = "/memories/caf\u00e9/r\u00e9sum\u00e9.txt"
 NFD = unicodedata.normalize("NFD", NFC)
@@ -243,6 +243,25 @@ def test_dot_git_is_reserved_in_any_spelling():
     for payload in ("/memories/.git", "/memories/.git/x", "/memories/a/.GIT/config", "/memories/.Git./x"):
         with pytest.raises(InvalidPathError, match=r"\.git"):
             parse(payload)
+
+
+def test_dot_git_with_an_ntfs_stream_is_reserved_as_git_fsck_reads_it():
+    for payload in (
+        "/memories/.git:x",
+        "/memories/a/git~1::$INDEX_ALLOCATION",
+        "/memories/.GIT .:s",
+        "/memories/.git:",
+    ):
+        with pytest.raises(InvalidPathError, match=r"\.git is reserved"):
+            parse(payload)
+    for name in ("a:b", ".gitx:y", "git~2:x", ".git~1:x", ":.git"):
+        assert parse(f"/memories/{name}").parts == (name,)
+
+
+def test_a_stream_name_an_older_vault_stored_still_reads_back():
+    assert parse_stored("/memories/.git:x").parts == (".git:x",)
+    with pytest.raises(InvalidPathError):
+        parse_stored("/memories/.git")
 
 
 def test_the_different_rules_give_different_messages():

@@ -533,6 +533,10 @@ ADVERSARIAL = {
     "dotted at signs": "a.b@c.d." * 12_000,
     "plus signs": "+1 " * 33_000,
     "url user info": "://a:b" * 16_000,
+    "base64 of text, many short runs": "aGVsbG8gdGhlcmUgZnJpZW5kISE= " * 3_500,
+    "base64 of labels, one long run": "cGFzc3dvcmQ9" * 8_000,
+    "invisible characters between digits": "4\u200b" * 50_000,
+    "fullwidth digits and spaces": "\uff14\u3000" * 50_000,
 }
 
 

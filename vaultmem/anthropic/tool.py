@@ -26,7 +26,7 @@ from vaultmem.core.policy import Policy
 from vaultmem.core.signing import SigningKey, resolve_signing_key
 from vaultmem.errors import CommandError
 from vaultmem.ops.autosync import AutoSync
-from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands, new_session
+from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands, check_who, new_session
 from vaultmem.vault import Vault
 
 __all__ = ["AsyncVaultMemoryTool", "ToolError", "VaultMemoryTool"]
@@ -55,6 +55,9 @@ class _VaultTool:
         signing_key: SigningKey | str | os.PathLike[str] | None = None,
         signing_passphrase: str | None = None,
     ) -> None:
+        # Checked once, here: at a write, a name git cannot record would be a
+        # tool error Claude can do nothing about, on every mutation.
+        check_who(actor, session)
         self._vault = vault
         key = resolve_signing_key(signing_key, signing_passphrase)
         if key is not None:
@@ -74,6 +77,12 @@ class _VaultTool:
     def _run(self, raw: object) -> str:
         try:
             return self.commands.run(raw)
+        except CommandError as err:
+            raise ToolError(str(err)) from err.__cause__
+
+    def _clear(self) -> str:
+        try:
+            return self.commands.clear()
         except CommandError as err:
             raise ToolError(str(err)) from err.__cause__
 
@@ -156,6 +165,10 @@ class VaultMemoryTool(_VaultTool, BetaAbstractMemoryTool):
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return self._run(command)
 
+    def clear_all_memory(self) -> str:
+        """Delete every memory file, as one audited commit (history keeps them)."""
+        return self._clear()
+
 
 class AsyncVaultMemoryTool(_VaultTool, BetaAsyncAbstractMemoryTool):
     """The same tool for the async client: each call runs in a worker thread."""
@@ -211,3 +224,7 @@ class AsyncVaultMemoryTool(_VaultTool, BetaAsyncAbstractMemoryTool):
 
     async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return await self.call(command)
+
+    async def clear_all_memory(self) -> str:
+        """Delete every memory file, as one audited commit (history keeps them)."""
+        return await anyio.to_thread.run_sync(self._clear)

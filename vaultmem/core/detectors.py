@@ -20,6 +20,14 @@ What is detected (``KINDS`` lists every kind):
   Social Security numbers in the dashed form, UK National Insurance numbers;
 * with ``personal_data``: e-mail addresses and phone numbers.
 
+Text is scanned as it reads: invisible (format) characters are skipped and
+characters NFKC folds to ASCII are read as ASCII (:func:`_skeleton`), so a
+key with a zero-width space inside or a card in fullwidth digits is found,
+and each finding spans the original characters.  A run of base64 that
+decodes to text is scanned once more, decoded, and a secret inside it is
+reported over the whole run.  Other disguises (letters of other scripts that
+merely look Latin, encodings inside encodings) are not undone.
+
 What is deliberately not, because ordinary memories are full of look-alikes
 and a filter that refuses good notes gets switched off:
 
@@ -49,8 +57,12 @@ cannot make it backtrack.  Custom patterns run as written.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
+import functools
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -584,15 +596,146 @@ def _merge(matches: Iterable[tuple[int, Match]]) -> list[Match]:
     return merged
 
 
-def scan(text: str, detectors: Iterable[Detector] = SECRET_DETECTORS) -> list[Match]:
-    """Every finding in ``text``, sorted, no two sharing a character."""
-    found: list[tuple[int, Match]] = []
+# The 256-code-point pages that hold every format character (Unicode
+# category Cf: zero-width spaces and joiners, soft hyphens, bidi controls) and
+# every character NFKC folds to ASCII (fullwidth ``４``, no-break and
+# ideographic spaces, ligatures, mathematical letters); a test checks the
+# whole of Unicode against them.
+_DISGUISE_PAGES = (
+    0x00, 0x01, 0x02, 0x03, 0x06, 0x07, 0x08, 0x18, 0x1D, 0x1F, 0x20, 0x21, 0x24, 0x2A, 0x2C, 0x30, 0x32, 0x33,
+    0xA7, 0xFB, 0xFE, 0xFF, 0x107, 0x110, 0x134, 0x1BC, 0x1D1, 0x1D4, 0x1D5, 0x1D6, 0x1D7, 0x1F1, 0x1FB, 0xE00,
+)  # fmt: skip
+
+
+def _invisible(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cf"
+
+
+def disguises(ch: str) -> bool:
+    """Whether ``ch`` can hide a secret from a pattern that reads ASCII: it
+    shows as nothing (a format character), or NFKC folds it to ASCII."""
+    if _invisible(ch):
+        return True
+    folded = unicodedata.normalize("NFKC", ch)
+    return not ch.isascii() and folded != ch and folded.isascii()
+
+
+@functools.cache
+def _disguise() -> re.Pattern[str]:
+    """A run of the disguising characters of the Basic Multilingual Plane, as
+    ranges, which the regex engine tests in one step (a class reaching past
+    that plane is a list of ranges, tried one by one: the few characters out
+    there are checked one at a time instead)."""
+    ranges: list[list[int]] = []
+    for code in (page << 8 | low for page in _DISGUISE_PAGES if page <= 0xFF for low in range(256)):
+        if disguises(chr(code)):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges) + "]+")
+
+
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _disguised(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds disguising characters: runs, in order."""
+    spans = [m.span() for m in _disguise().finditer(text)]
+    astral = [m.span() for m in _ASTRAL.finditer(text) if disguises(m.group())]
+    return sorted(spans + astral) if astral else spans
+
+
+def _skeleton(text: str) -> tuple[str, list[int] | None]:
+    """What the detectors read: ``text`` without its invisible characters and
+    with the characters NFKC folds to ASCII folded, so a key or card number
+    written with them is found whole; and, when that changed anything, where
+    each character of it came from in ``text``."""
+    if text.isascii():
+        return text, None
+    found = _disguised(text)
+    if not found:
+        return text, None
+    pieces: list[str] = []
+    origin: list[int] = []
+    at = 0
+    for start, end in found:
+        pieces.append(text[at:start])
+        origin.extend(range(at, start))
+        for index in range(start, end):
+            ch = text[index]
+            if not _invisible(ch):
+                folded = unicodedata.normalize("NFKC", ch)
+                pieces.append(folded)
+                origin.extend([index] * len(folded))
+        at = end
+    pieces.append(text[at:])
+    origin.extend(range(at, len(text)))
+    return "".join(pieces), origin
+
+
+# A run of base64 (standard or URL-safe) long enough to hold the shortest
+# secret a detector knows (18 bytes), standing on its own.
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-](?<![A-Za-z0-9+/_-][A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{23,}+={0,2}+")
+
+
+def _decoded(token: str) -> str | None:
+    """The text a base64 run encodes, or None when it is not base64 of UTF-8
+    text (random bytes, a hash, a path, a word that merely looks like it)."""
+    body = token.rstrip("=")
+    if body.lower() == body or body.upper() == body:
+        return None  # base64 of 18 bytes or more mixes cases; hex hashes, paths and names do not
+    if len(body) % 4 == 1 or (("+" in body or "/" in body) and ("-" in body or "_" in body)):
+        return None
+    alphabet = b"-_" if "-" in body or "_" in body else b"+/"
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=alphabet, validate=True)
+        return raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _base64_runs(text: str) -> Iterator[tuple[int, int]]:
+    """Where runs of base64 may be: each run, and, since ``/`` is a base64
+    character and a path or URL separator both, each long enough part of a
+    run between its slashes (``/tmp/<base64>``, ``/memories/<base64>``)."""
+    for run in _BASE64.finditer(text):
+        yield run.span()
+        if "/" in run.group():
+            at = run.start()
+            for part in run.group().split("/"):
+                if len(part) >= 24:
+                    yield at, at + len(part)
+                at += len(part) + 1
+
+
+def _find(text: str, detectors: tuple[Detector, ...]) -> Iterator[tuple[int, Match]]:
     for rank, detector in enumerate(detectors):
         for match in detector.find(text):
             if not 0 <= match.start <= match.end <= len(text):
                 raise VaultError(f"Error: the {detector.kind!r} detector reported a match outside the text.")
             if match.start < match.end:
-                found.append((rank, match))
+                yield rank, match
+
+
+def scan(text: str, detectors: Iterable[Detector] = SECRET_DETECTORS) -> list[Match]:
+    """Every finding in ``text``, sorted, no two sharing a character.
+
+    The detectors read the text as a person would (:func:`_skeleton`:
+    invisible characters left out, look-alikes of ASCII folded to it), and
+    read each run of base64 that encodes text once more, decoded: a secret
+    found inside it is reported over the whole run.  Each finding covers the
+    characters of ``text`` it was made of, invisible ones included."""
+    every = tuple(detectors)
+    seen, origin = _skeleton(text)
+    found = list(_find(seen, every))
+    for start, end in _base64_runs(seen):
+        decoded = _decoded(seen[start:end])
+        if decoded is not None:
+            inside = {(rank, match.kind) for rank, match in _find(decoded, every)}
+            found += ((rank, Match(kind, start, end)) for rank, kind in sorted(inside))
+    if origin is not None:
+        found = [(rank, Match(m.kind, origin[m.start], origin[m.end - 1] + 1)) for rank, m in found]
     return _merge(found)
 
 

@@ -103,16 +103,28 @@ def _check_encoding(text: str) -> None:
     _check_characters(twice)
 
 
-def is_git_reserved(segment: str) -> bool:
-    # A tree entry git itself refuses (`git fsck`: hasDotgit), in any spelling
-    # that names `.git` on a case-insensitive, NTFS or HFS+ filesystem.
+def is_git_reserved(segment: str, streams: bool = True) -> bool:
+    """Whether git itself refuses ``segment`` as a tree entry (``git fsck``:
+    hasDotgit; a server with ``receive.fsckObjects`` rejects the push), in
+    any spelling that names ``.git`` on a case-insensitive, NTFS or HFS+
+    filesystem: trailing dots and spaces, the short name ``git~1``, and an
+    NTFS stream after ``:`` (``.git:x``, ``.git::$INDEX_ALLOCATION``).
+    ``streams=False`` leaves out the stream spellings, which vaults made
+    before they were refused may hold (see :func:`parse`'s ``existing``)."""
     folded = "".join(ch for ch in segment if unicodedata.category(ch) != "Cf").casefold()
+    if streams:
+        folded = folded.split(":", 1)[0]
     folded = folded.rstrip(" .")
     return folded in (".git", "git~1")
 
 
-def parse(path: object, limit: int = MAX_PATH_BYTES) -> MemoryPath:
-    """Validate ``path`` and return its canonical form, or raise InvalidPathError."""
+def parse(path: object, limit: int = MAX_PATH_BYTES, *, existing: bool = False) -> MemoryPath:
+    """Validate ``path`` and return its canonical form, or raise InvalidPathError.
+
+    ``existing``: the path names what may already be stored (a read, an
+    edit, a delete, the source of a move, a name read back from a commit),
+    which an older vaultmem may have accepted before a rule was added for
+    new names: such a file stays reachable, and only new names are refused."""
     if not isinstance(path, str):
         raise _refuse("a path must be a string")
     if not path:
@@ -143,7 +155,7 @@ def parse(path: object, limit: int = MAX_PATH_BYTES) -> MemoryPath:
             raise _refuse("'.' and '..' segments are not allowed")
         if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
             raise _refuse(f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes")
-        if is_git_reserved(segment):
+        if is_git_reserved(segment, streams=not existing):
             raise _refuse("the name .git is reserved")
     return MemoryPath(tuple(segments), dir_hint)
 
@@ -155,7 +167,7 @@ MAX_STORED_BYTES = 16 * MAX_PATH_BYTES
 
 def parse_stored(path: object) -> MemoryPath:
     """:func:`parse` for a path read from a commit (a trailer or a tree)."""
-    return parse(path, MAX_STORED_BYTES)
+    return parse(path, MAX_STORED_BYTES, existing=True)
 
 
 def from_git_path(git_path: str) -> MemoryPath:

@@ -23,6 +23,11 @@ DURATIONS = ("expire_after", "sync_every", "content_retention")  # fields writte
 _REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)?\s*", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# The largest values a policy holds: a limit or count every JSON reader keeps
+# exact (2**53 - 1), and a duration of 100 years, which every clock and
+# timer can still add to the time now.
+MAX_NUMBER = 2**53 - 1
+MAX_DURATION = 36_500 * 86_400
 
 
 def parse_duration(value: object) -> int:
@@ -32,22 +37,32 @@ def parse_duration(value: object) -> int:
         seconds = value.total_seconds()
         if seconds < 1:
             raise VaultError("Error: a duration must be at least one second.")
-        return int(seconds)
+        return _at_most_a_century(int(seconds), value)
     if is_int(value):
         if value < 1:
             raise VaultError("Error: a duration must be at least one second.")
-        return value
+        return _at_most_a_century(value, value)
     match = _DURATION.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise VaultError(
             f"Error: {value!r} is not a duration; write a whole number with s, m, h, d or w, such as 30d or 12h."
         )
-    if int(match.group(1)) < 1:
+    digits = match.group(1).lstrip("0")
+    if not digits:
         raise VaultError(
             f"Error: {value!r} is not a duration of at least 1; write a whole number of at least 1 with s, m, h, d "
             "or w, such as 30d or 12h."
         )
-    return int(match.group(1)) * _UNITS[(match.group(2) or "s").lower()]
+    if len(digits) > len(str(MAX_DURATION)):
+        return _at_most_a_century(MAX_DURATION + 1, value)  # too many digits for int() to be worth it
+    return _at_most_a_century(int(digits) * _UNITS[(match.group(2) or "s").lower()], value)
+
+
+def _at_most_a_century(seconds: int, given: object) -> int:
+    if seconds > MAX_DURATION:
+        shown = repr(given) if len(repr(given)) <= 40 else f"{repr(given)[:30]}... ({len(str(given)):,} characters)"
+        raise VaultError(f"Error: {shown} is longer than 100 years (36500d); write a shorter duration.")
+    return seconds
 
 
 def format_duration(seconds: int) -> str:
@@ -57,11 +72,14 @@ def format_duration(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def _limit(name: str, value: object, optional: bool) -> None:
+def _limit(name: str, value: object, optional: bool, most: int = MAX_NUMBER) -> None:
     if value is None and optional:
         return
     if not is_int(value) or value < 1:
         raise VaultError(f"Error: {name} must be a whole number of at least 1{' or null' if optional else ''}.")
+    if value > most:
+        unit = " seconds (100 years, 36500d)" if most == MAX_DURATION else ""
+        raise VaultError(f"Error: {name} must be at most {most:,}{unit}{' or null' if optional else ''}.")
 
 
 @dataclass(frozen=True)
@@ -93,15 +111,15 @@ class Policy:
         _limit("max_file_bytes", self.max_file_bytes, optional=False)
         _limit("max_vault_bytes", self.max_vault_bytes, optional=True)
         _limit("max_files", self.max_files, optional=True)
-        _limit("expire_after", self.expire_after, optional=True)
+        _limit("expire_after", self.expire_after, optional=True, most=MAX_DURATION)
         if self.sync_remote is not None and (
             not isinstance(self.sync_remote, str) or not _REMOTE_NAME.fullmatch(self.sync_remote)
         ):
             raise VaultError(
                 "Error: sync_remote must be the name of a remote (letters, digits, '.', '_', '-') or null."
             )
-        _limit("sync_every", self.sync_every, optional=True)
-        _limit("content_retention", self.content_retention, optional=True)
+        _limit("sync_every", self.sync_every, optional=True, most=MAX_DURATION)
+        _limit("content_retention", self.content_retention, optional=True, most=MAX_DURATION)
         if not isinstance(self.require_signatures, bool):
             raise VaultError("Error: require_signatures must be true or false.")
         _limit("checkpoint_every", self.checkpoint_every, optional=True)

@@ -85,15 +85,19 @@ def last_written(vault: Store, snap: Snapshot, wanted: dict[MemoryPath, bytes]) 
     return found
 
 
+def _logged(vault: Store, used: dict[str, int], path: MemoryPath) -> int:
+    """The last use the read log holds for ``path`` (-1: none); a write logged
+    for a folder (a restore, a moved folder) counts for every file in it."""
+    return max(
+        used.get(vault.reads.stored(MemoryPath(path.parts[:depth]).text), -1) for depth in range(len(path.parts) + 1)
+    )
+
+
 def find_stale(vault: Store, snap: Snapshot, unread_for: int, now: float) -> list[tuple[MemoryPath, bytes, int]]:
     """Files of ``snap`` whose last use is ``unread_for`` seconds or more before ``now``."""
     files = dict(snap.files(MemoryPath(())))
     used = vault.reads.load()
-    # a write logged for a folder (a restore, a moved folder) counts for every file in it
-    logged = {
-        p: max(used.get(vault.reads.stored(MemoryPath(p.parts[:depth]).text), -1) for depth in range(len(p.parts) + 1))
-        for p in files
-    }
+    logged = {p: _logged(vault, used, p) for p in files}
     unknown = {p: oid for p, oid in files.items() if logged[p] < 0}
     written = last_written(vault, snap, unknown) if unknown else {}
     cutoff = now - unread_for
@@ -123,9 +127,16 @@ def expire(
     if dry_run or not stale:
         return ExpireResult(listed, None)
 
+    cutoff = moment - seconds
+
     def build(snap: Snapshot) -> Change:
-        # A file written (or replaced) since it was found stale is in use again: keep it.
-        gone = [p for p, oid, _ in stale if (entry := snap.entry(p)) is not None and entry[1] == oid]
+        # A file written (or replaced) or read since it was found stale is in use again: keep it.
+        used = vault.reads.load()
+        gone = [
+            p
+            for p, oid, _ in stale
+            if (entry := snap.entry(p)) is not None and entry[1] == oid and _logged(vault, used, p) <= cutoff
+        ]
         change = Change("expire", tuple(gone))
         for path in gone:
             change.delete(path)

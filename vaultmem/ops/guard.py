@@ -12,6 +12,7 @@ import contextlib
 import logging
 import math
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,11 @@ class SecretsError(VaultError):
     """The text or path holds what looks like a secret, and the policy refuses it."""
 
 
+class PolicyChanged(VaultError):
+    """The vault's policy changed between a command reading it and the
+    command reaching the writer lock: the command runs again."""
+
+
 class Guard:
     """The effective policy of one tool: the vault's, with the application's overrides."""
 
@@ -78,6 +84,14 @@ class Guard:
         base = self._fixed if self._fixed is not None else stored
         return base.with_changes(self._changes) if self._changes else base
 
+    def confirm(self, policy: Policy) -> None:
+        """Under the writer lock: raise :class:`PolicyChanged` unless
+        ``policy``, which a command checked its text against, is still the
+        one in force (an operator's change, once acknowledged, applies to
+        every write committed after it)."""
+        if self.policy() != policy:
+            raise PolicyChanged("Error: the vault's policy changed while the command waited; nothing was written.")
+
     # -- secrets -----------------------------------------------------------------
 
     def _detectors(self, policy: Policy) -> tuple[Detector, ...]:
@@ -109,6 +123,35 @@ class Guard:
                 "instead, such as 'the card on file') and try again."
             )
         return secrets.redact(text, found), found
+
+    def filter_edit(self, policy: Policy, before: str, after: str) -> tuple[str, list[Match]]:
+        """The edited file to store, and what was redacted from it: what the
+        edit made appear in the file that it did not hold before (a key
+        written in two pieces, a card joined by deleting what stood between
+        its halves, a label put before a value) is refused or redacted like
+        new text; what the file held already is left as it was."""
+        if policy.secrets == "off":
+            return after, []
+        found = self._scan(policy, after)
+        if not found:
+            return after, []
+        held = Counter((m.kind, before[m.start : m.end]) for m in self._scan(policy, before))
+        new: list[Match] = []
+        for match in found:
+            value = (match.kind, after[match.start : match.end])
+            if held[value] > 0:
+                held[value] -= 1
+            else:
+                new.append(match)
+        if not new:
+            return after, []
+        if policy.secrets == "refuse":
+            raise SecretsError(
+                f"Error: Nothing was written: with this edit the file would contain {secrets.describe(new)}. This "
+                "memory is kept and audited, so it must not hold secrets or personal data. Leave the value out "
+                "(describe it instead, such as 'the card on file') and try again."
+            )
+        return secrets.redact(after, new), new
 
     def check_path(self, policy: Policy, path: MemoryPath) -> None:
         """Paths are visible in the audit log without the key: none may hold a

@@ -16,18 +16,20 @@ from typing import TYPE_CHECKING, Any
 from vaultmem.core import paths, text
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import Policy
-from vaultmem.core.values import is_int
-from vaultmem.errors import CommandError, InvalidPathError, VaultError
+from vaultmem.core.values import is_int, is_unicode
+from vaultmem.errors import CommandError, IntegrityError, InvalidPathError, VaultError
 from vaultmem.git.snapshot import Listed, Snapshot
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.autosync import log as sync_log
-from vaultmem.ops.guard import Guard
+from vaultmem.ops.guard import Guard, PolicyChanged
+from vaultmem.repo.engine import _check_label
 from vaultmem.repo.store import Change, Store
 
 if TYPE_CHECKING:
-    from vaultmem.core.detectors import Detector
+    from vaultmem.core.detectors import Detector, Match
 
 DEFAULT_VIEW_CAP = 16_000
+POLICY_ATTEMPTS = 3  # times a write is checked again when the policy changes while it waits
 
 _STR = "string"
 _INT = "integer"
@@ -43,6 +45,12 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
 }
 
 
+_STORAGE_ERROR = (
+    "Error: the memory store could not complete the command because of a storage error on the "
+    "host; nothing was changed. Try again later or ask the operator to check the vault."
+)
+
+
 def _fail(message: str) -> CommandError:
     return CommandError(message)
 
@@ -55,10 +63,22 @@ ECHO_CAP = 1_000
 
 def _echo(text: str) -> str:
     """``text`` as an error repeats it: whole up to ``ECHO_CAP`` characters,
-    else its start and how long it was."""
+    else its start and how long it was.  A lone surrogate (what Python makes
+    of a byte that is not UTF-8) is shown as its escape, ``\\ud800``, so the
+    message stays text the SDK can send and a terminal can print."""
+    if not is_unicode(text):
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) <= ECHO_CAP:
         return text
     return f"{text[:ECHO_CAP]}... [{len(text):,} characters in all; the first {ECHO_CAP:,} shown]"
+
+
+def _number(n: int) -> str:
+    """An integer as an error repeats it: one with more digits than Python
+    turns into text (4,300), or than an error should repeat, by its size."""
+    if n.bit_length() <= 3 * ECHO_CAP:  # at most ~900 digits
+        return str(n)
+    return f"{'-' if n < 0 else ''}<an integer of over {ECHO_CAP * 9 // 10:,} digits>"
 
 
 LINES_CAP = 100  # line numbers an error lists at most
@@ -82,10 +102,10 @@ def parse_input(raw: object) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise _fail("Error: the memory tool input must be a JSON object with a `command` field.")
     command = raw.get("command")
+    if command is None:
+        raise _fail(f"Error: Missing required parameter `command`. Use one of: {', '.join(_SCHEMA)}.")
     if not isinstance(command, str) or command not in _SCHEMA:
-        shown = (
-            f"`{_echo(command)}`" if isinstance(command, str) else "missing" if command is None else _type_name(command)
-        )
+        shown = f"`{_echo(command)}`" if isinstance(command, str) else _type_name(command)
         raise _fail(f"Error: Unknown command {shown}. Use one of: {', '.join(_SCHEMA)}.")
     schema = _SCHEMA[command]
     for name in raw:
@@ -103,6 +123,11 @@ def parse_input(raw: object) -> dict[str, Any]:
             continue
         if kind == _STR and not isinstance(value, str):
             raise _fail(f"Error: Parameter `{name}` must be a string, got {_type_name(value)}.")
+        if kind == _STR and not is_unicode(value):
+            raise _fail(
+                f"Error: Parameter `{name}` is not valid Unicode text (it contains a lone surrogate, such as "
+                "a byte that is not UTF-8); nothing was done. Send it as UTF-8 text."
+            )
         if kind == _INT and not is_int(value):
             raise _fail(f"Error: Parameter `{name}` must be an integer, got {_type_name(value)}.")
         if kind == _RANGE and not (
@@ -144,7 +169,10 @@ class MemoryCommands:
         # Automatic sync with a git server (docs/sync.md): pulls now, pushes after each mutation.
         # Without sync=, the policy's sync_remote (and sync_every) says whether, and with which remote.
         if sync is None:
-            policy_now = self.guard.policy()
+            try:
+                policy_now = self.guard.policy()
+            except IntegrityError:  # a damaged policy refuses writes, not reads: each write says why
+                policy_now = Policy()  # so no automatic sync either
             sync = policy_now.sync_remote
             if sync_every is None:
                 sync_every = policy_now.sync_every
@@ -174,16 +202,22 @@ class MemoryCommands:
         params = parse_input(raw)
         self.guard.maybe_expire(self.session)
         try:
-            result = self._handlers[params["command"]](params)
+            for attempt in range(POLICY_ATTEMPTS):
+                try:
+                    result = self._handlers[params["command"]](params)
+                    break
+                except PolicyChanged:  # checked against a policy no longer in force: again, under the new one
+                    if attempt + 1 == POLICY_ATTEMPTS:
+                        raise _fail(
+                            "Error: the vault's policy kept changing while this command waited; nothing was "
+                            "written. Try again."
+                        ) from None
         except CommandError:
             raise
         except VaultError as err:
             raise _fail(str(err)) from err
         except OSError as err:
-            raise _fail(
-                "Error: the memory store could not complete the command because of a storage error on the "
-                "host; nothing was changed. Try again later or ask the operator to check the vault."
-            ) from err
+            raise _fail(_STORAGE_ERROR) from err
         if self.autosync is not None and params["command"] != "view":
             self.autosync.poke()  # acknowledged: push it in the background
         return result
@@ -191,9 +225,12 @@ class MemoryCommands:
     # -- helpers -----------------------------------------------------------
 
     @staticmethod
-    def _path(params: dict[str, Any], name: str = "path") -> MemoryPath:
+    def _path(params: dict[str, Any], name: str = "path", *, new: bool = False) -> MemoryPath:
+        """The path parameter ``name``; ``new`` when it names something the
+        command makes (create, a move's destination), to which every rule for
+        new names applies."""
         try:
-            return paths.parse(params[name])
+            return paths.parse(params[name], existing=not new)
         except InvalidPathError as err:
             raise _fail(f"Error: Invalid `{name}`: {err.rule}. Use a path such as /memories/notes.txt.") from err
 
@@ -204,14 +241,17 @@ class MemoryCommands:
             return None  # "x/" names a directory; there is none
         return kind
 
-    def _encode(self, shown: str, content: str, limit: int) -> bytes:
+    def _encode(self, shown: str, content: str, limit: int, had: int = 0) -> bytes:
+        """The file's bytes, refused over ``limit`` unless no larger than the
+        ``had`` bytes it holds now (a file over a lowered limit can always be
+        shortened)."""
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError as err:
             raise _fail(
                 "Error: the text is not valid Unicode (it contains a lone surrogate); nothing was written."
             ) from err
-        if len(data) > limit:
+        if len(data) > max(limit, had):
             raise _fail(
                 f"Error: File {shown} would be {len(data):,} bytes; the limit is {limit:,} bytes per "
                 "file. Nothing was written. Keep the file shorter or split it into several files."
@@ -272,9 +312,9 @@ class MemoryCommands:
         self, entries: list[Listed], index: int, path: MemoryPath, shown_path: Callable[[Listed], str]
     ) -> str:
         """The last line of a listing cut before ``entries[index]``: the
-        subdirectory to view for the rest, or, when the rest are files
-        directly in the folder listed (which no narrower view lists), the
-        next of them by name."""
+        subdirectory to view for the rest, and, for the files directly in the
+        folder listed that are past the cut (which no narrower view lists),
+        how many there are and the next of them by name."""
         cut = f"[Listing cut at {self.view_cap:,} characters after {index} of {len(entries)} entries; "
         depth = len(path.parts) + 1
         first = entries[index]
@@ -283,6 +323,14 @@ class MemoryCommands:
             e for e in entries[:index] if len(first.path.parts) > depth and e.path.parts == first.path.parts[:depth]
         ]
         folders = inside + [e for e in entries[index:] if e.kind == "dir"]
+        direct = [e for e in entries[index:] if e.kind == "file" and len(e.path.parts) == depth]
+        if folders and direct:
+            return cut + (
+                f"view a subdirectory such as {shown_path(folders[0])} to see the rest of it. {len(direct)} "
+                f"{'file' if len(direct) == 1 else 'files'} directly in {shown_path(direct[0]).rsplit('/', 1)[0]} "
+                f"{'is' if len(direct) == 1 else 'are'} past the cut too, from {shown_path(direct[0])} on, and no "
+                "view of a subdirectory lists them.]"
+            )
         if folders:
             return cut + f"view a subdirectory such as {shown_path(folders[0])} to see the rest.]"
         return cut + (
@@ -302,12 +350,14 @@ class MemoryCommands:
             start, end = int(view_range[0]), int(view_range[1])
             if total == 0:
                 raise _fail(
-                    f"Error: Invalid `view_range` parameter: [{start}, {end}]. The file {shown} is empty (0 lines); "
+                    f"Error: Invalid `view_range` parameter: [{_number(start)}, {_number(end)}]. "
+                    f"The file {shown} is empty (0 lines); "
                     "view it without `view_range`."
                 )
             if not (1 <= start <= total) or not (end == -1 or start <= end <= total):
                 raise _fail(
-                    f"Error: Invalid `view_range` parameter: [{start}, {end}]. It should be within the range of lines "
+                    f"Error: Invalid `view_range` parameter: [{_number(start)}, {_number(end)}]. "
+                    "It should be within the range of lines "
                     f"of the file: [1, {total}]; `end` may be -1 to read to the end of the file."
                 )
         last = total if end == -1 else end
@@ -326,7 +376,7 @@ class MemoryCommands:
 
     def create(self, params: dict[str, Any]) -> str:
         shown: str = params["path"]
-        path = self._path(params)
+        path = self._path(params, new=True)
         if path.is_root:
             raise _fail(
                 "Error: Cannot create /memories itself; it is the memory directory. Give a file path inside it."
@@ -339,6 +389,7 @@ class MemoryCommands:
         data = self._encode(shown, stored, policy.max_file_bytes)
 
         def build(snap: Snapshot) -> Change:
+            self.guard.confirm(policy)
             if snap.kind(path) is not None:
                 raise _fail(f"Error: File {shown} already exists")
             blocker = snap.file_above(path)
@@ -358,9 +409,11 @@ class MemoryCommands:
             raise _fail("Error: `old_str` is empty. Give the exact text to replace; it must appear once in the file.")
         policy = self.guard.policy()
         new, redacted = self.guard.filter_text(policy, params["new_str"])
+        joined: list[Match] = []  # what the edit completed in the file
         snippet: list[str] = []
 
         def build(snap: Snapshot) -> Change:
+            self.guard.confirm(policy)
             if self._kind(snap, path) != "file":
                 raise _fail(f"Error: The path {shown} does not exist. Please provide a valid path.")
             content = snap.read_text(path)
@@ -373,8 +426,10 @@ class MemoryCommands:
                     f"{_lines(where)}. Please ensure it is unique"
                 )
             pos = content.find(old)
-            updated = content[:pos] + new + content[pos + len(old) :]
-            data = self._encode(shown, updated, policy.max_file_bytes)
+            updated, joined[:] = self.guard.filter_edit(
+                policy, content, content[:pos] + new + content[pos + len(old) :]
+            )
+            data = self._encode(shown, updated, policy.max_file_bytes, snap.size(path))
             self.guard.check_quota(policy, snap, snap.size(path), len(data), new_file=False)
             first = where[0]
             last = first + new.count("\n") - (1 if new.endswith("\n") and new else 0)
@@ -387,7 +442,7 @@ class MemoryCommands:
         result = "The memory file has been edited."
         if snippet:
             result += " Here is the snippet showing the change (with line numbers):\n" + "\n".join(snippet)
-        return result + self.guard.redaction_note(redacted)
+        return result + self.guard.redaction_note(redacted + joined)
 
     def insert(self, params: dict[str, Any]) -> str:
         shown: str = params["path"]
@@ -395,23 +450,26 @@ class MemoryCommands:
         line: int = params["insert_line"]
         policy = self.guard.policy()
         addition, redacted = self.guard.filter_text(policy, params["insert_text"])
+        joined: list[Match] = []  # what the insert completed in the file
 
         def build(snap: Snapshot) -> Change:
+            self.guard.confirm(policy)
             if self._kind(snap, path) != "file":
                 raise _fail(f"Error: The path {shown} does not exist")
             content = snap.read_text(path)
             total = text.count_lines(content)
             if not 0 <= line <= total:
                 raise _fail(
-                    f"Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines "
+                    f"Error: Invalid `insert_line` parameter: {_number(line)}. It should be within the range of lines "
                     f"of the file: [0, {total}]"
                 )
-            data = self._encode(shown, text.insert_text(content, line, addition), policy.max_file_bytes)
+            updated, joined[:] = self.guard.filter_edit(policy, content, text.insert_text(content, line, addition))
+            data = self._encode(shown, updated, policy.max_file_bytes, snap.size(path))
             self.guard.check_quota(policy, snap, snap.size(path), len(data), new_file=False)
             return Change("insert", (path,)).write(path, data)
 
         self._commit(build)
-        return f"The file {shown} has been edited." + self.guard.redaction_note(redacted)
+        return f"The file {shown} has been edited." + self.guard.redaction_note(redacted + joined)
 
     def delete(self, params: dict[str, Any]) -> str:
         shown: str = params["path"]
@@ -428,11 +486,51 @@ class MemoryCommands:
         self._commit(build)
         return f"Successfully deleted {shown}"
 
+    def clear(self) -> str:
+        """Delete everything under ``/memories``, hidden files included, as
+        one ``delete`` commit (no commit when it is already empty): the SDK's
+        ``clear_all_memory``, with its result string.  History keeps it all."""
+        root = MemoryPath(())
+
+        def build(snap: Snapshot) -> Change:
+            children = tuple(entry.path for entry in snap.listing(root, depth=1, hidden=True))
+            change = Change("delete", children or (root,))
+            for child in children:
+                change.delete(child)
+            return change
+
+        try:
+            self.guard.policy()  # a damaged policy refuses every write
+            made = self.vault.mutate(build, actor=self.actor, session=self.session, skip_if_unchanged=True)
+        except CommandError:
+            raise
+        except VaultError as err:
+            raise _fail(str(err)) from err
+        except OSError as err:
+            raise _fail(_STORAGE_ERROR) from err
+        if made is not None and self.autosync is not None:
+            self.autosync.poke()
+        return "All memory cleared"
+
+    @staticmethod
+    def _check_moved_lengths(snap: Snapshot, old: MemoryPath, new: MemoryPath, refusal: str) -> None:
+        """A folder's files keep their names below the new one: none may get a
+        path longer than any path may be, or the tool could not name it again."""
+        grows = len(new.text.encode("utf-8")) - len(old.text.encode("utf-8"))
+        if grows <= 0:
+            return
+        longest = max((len(moved.text.encode("utf-8")) for moved, _ in snap.files(old)), default=0) + grows
+        if longest > paths.MAX_PATH_BYTES:
+            raise _fail(
+                f"{refusal}: a file below it would get a path of {longest:,} bytes, over the limit of "
+                f"{paths.MAX_PATH_BYTES:,} bytes. Choose a shorter new path."
+            )
+
     def rename(self, params: dict[str, Any]) -> str:
         old_shown: str = params["old_path"]
         new_shown: str = params["new_path"]
         old = self._path(params, "old_path")
-        new = self._path(params, "new_path")
+        new = self._path(params, "new_path", new=True)
 
         def build(snap: Snapshot) -> Change:
             kind = self._kind(snap, old)
@@ -452,10 +550,24 @@ class MemoryCommands:
             blocker = snap.file_above(new)
             if blocker is not None:
                 raise _fail(f"Error: Cannot rename to {new_shown}: {blocker} is a file, not a directory.")
+            if kind == "dir":
+                self._check_moved_lengths(snap, old, new, f"Error: Cannot rename {old_shown} to {new_shown}")
+            policy = self.guard.policy()
+            if kind == "dir" and policy.secrets != "off":  # a moved file's path joins the new name to names inside
+                for moved, _ in snap.files(old):
+                    self.guard.check_path(policy, MemoryPath(new.parts + moved.parts[len(old.parts) :]))
             return Change("rename", (old, new)).move(old, new)
 
         self._commit(build)
         return f"Successfully renamed {old_shown} to {new_shown}"
+
+
+def check_who(actor: str, session: str | None) -> None:
+    """Refuse, as VaultError, an actor or session name git cannot record in a
+    commit (empty, over 200 characters, ``<``, ``>``, a control character,
+    not UTF-8): what an application checks once, when it makes its tool."""
+    _check_label("actor", actor)
+    _check_label("session", session, optional=True)
 
 
 def new_session() -> str:

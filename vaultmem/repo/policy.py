@@ -61,13 +61,25 @@ class PolicyVersion:
     policy: Policy
 
 
+_REFUSED = (
+    "Writes are refused until an operator sets the policy again with the key (`vaultmem policy set --reset "
+    "FIELD=VALUE...`); run `vaultmem verify`."
+)
+_BROKEN = "Writes are refused until an operator repairs the ref; run `vaultmem verify`."
+
+
 def _target(repo: pygit2.Repository) -> pygit2.Oid | None:
-    ref = repo.references.get(POLICY_REF)
+    try:
+        ref = repo.references.get(POLICY_REF)
+    except (pygit2.GitError, ValueError) as err:  # the ref's file holds no id (stock git, a bad disk)
+        raise IntegrityError(
+            f"Error: the vault's policy branch is damaged (its ref holds no commit id). {_BROKEN}"
+        ) from err
     if ref is None:
         return None
     target = ref.target
     if not isinstance(target, pygit2.Oid):
-        raise IntegrityError("Error: the vault's policy branch is not a plain ref; run `vaultmem verify`.")
+        raise IntegrityError(f"Error: the vault's policy branch is not a plain ref. {_BROKEN}")
     return target
 
 
@@ -86,9 +98,7 @@ def _load(repo: pygit2.Repository, keyring: Keyring, commit_id: pygit2.Oid) -> t
         data = json.loads(bytes(commit.tree[POLICY_FILE].read_raw()))
         parent = commit.parent_ids[0].raw if commit.parent_ids else None
     except (KeyError, ValueError, pygit2.GitError) as err:
-        raise IntegrityError(
-            f"Error: the vault's policy (commit {commit_id}) is damaged; run `vaultmem verify`."
-        ) from err
+        raise IntegrityError(f"Error: the vault's policy (commit {commit_id}) is damaged. {_REFUSED}") from err
     return Policy.from_dict(data), parent
 
 
