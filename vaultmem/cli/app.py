@@ -48,8 +48,12 @@ from vaultmem.cli.render import (
     painted_log_line,
     print_json,
     short,
+    shown_changes,
+    tolerate_narrow_output,
     version_data,
+    visible,
     when,
+    write_exact,
     write_text,
 )
 from vaultmem.core.policy import DURATIONS, Policy
@@ -363,6 +367,7 @@ def _who(sub: argparse.ArgumentParser, default: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    tolerate_narrow_output()
     try:
         parser = build_parser()
         if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`vaultmem completion`)
@@ -455,7 +460,7 @@ def _run(args: argparse.Namespace) -> int:
 def _fail(message: str) -> int:
     """One line on standard error, ``vaultmem: `` and the message (without the
     ``Error:`` the memory tool's own messages start with)."""
-    text = " ".join(message.split()).removeprefix("Error: ")
+    text = visible(" ".join(message.split())).removeprefix("Error: ")
     if text[:2].istitle():  # "Nothing was written" reads "vaultmem: nothing was written", as git says it
         text = text[0].lower() + text[1:]
     print("vaultmem: " + text, file=sys.stderr)
@@ -618,7 +623,7 @@ def _ls(vault: Vault, args: argparse.Namespace) -> int:
         print_json([{"path": e.path, "kind": e.kind, "size": e.size} for e in entries])
         return 0
     for entry in entries:
-        print(f"{format_size(entry.size):>7}  {entry.path}{'/' if entry.kind == 'dir' else ''}")
+        print(f"{format_size(entry.size):>7}  {visible(entry.path)}{'/' if entry.kind == 'dir' else ''}")
     return 0
 
 
@@ -630,12 +635,13 @@ def _cat_parser(commands: _Commands) -> None:
 
 
 def _cat(vault: Vault, args: argparse.Namespace) -> int:
-    text = vault.read(args.path, at=args.at)
-    if args.json:
-        version = vault.resolve(args.at if args.at is not None else "main")
-        print_json({"path": args.path, "version": version.id, "content": text})
+    if args.json:  # the version first, then its text: a write landing meanwhile changes neither
+        head = vault.head() if args.at is None else None
+        version = vault.resolve(args.at).id if args.at is not None else str(head) if head is not None else None
+        text = vault.read(args.path, at=version)  # an empty vault: not found
+        print_json({"path": args.path, "version": version, "content": text})
     else:
-        sys.stdout.write(text)
+        write_exact(vault.read(args.path, at=args.at))
     return 0
 
 
@@ -656,6 +662,13 @@ def _log_parser(commands: _Commands) -> None:
 
 
 def _log(vault: Vault, args: argparse.Namespace) -> int:
+    from vaultmem.core.versions import COMMANDS
+
+    if args.memory_command is not None and args.memory_command not in COMMANDS:
+        # No version vaultmem writes has it: an empty list would read as "never happened".
+        close = difflib.get_close_matches(args.memory_command, COMMANDS, n=1, cutoff=0.6)
+        hint = f"Did you mean `{close[0]}`?" if close else f"It takes {', '.join(COMMANDS)}."
+        raise UsageError(f"{args.memory_command!r} is not a memory command. {hint}")
     versions = vault.history(
         args.path,
         limit=args.limit,
@@ -718,8 +731,8 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
         fields.append(("signed by", "nobody (unsigned)"))
     on = colour_on(sys.stdout)
     for label, value in fields:
-        print(f"{label:<14} {paint(value, YELLOW, on) if label == 'version' else value}")
-    diff = unified(changes)
+        print(f"{label:<14} {paint(value, YELLOW, on) if label == 'version' else visible(value)}")
+    diff = unified(shown_changes(changes))
     if diff:
         print()
         write_text(painted_diff(diff, on))
@@ -741,7 +754,8 @@ def _diff(vault: Vault, args: argparse.Namespace) -> int:
         changes = vault.changes(a, b, path=args.path)
         print_json({"from": a, "to": b, "changes": [change_data(c) for c in changes]})
     else:
-        write_text(painted_diff(vault.diff(args.a, args.b, path=args.path), colour_on(sys.stdout)))
+        changes = shown_changes(vault.changes(args.a, args.b, path=args.path))
+        write_text(painted_diff(unified(changes), colour_on(sys.stdout)))
     return 0
 
 
@@ -761,6 +775,10 @@ def _call(vault: Vault, args: argparse.Namespace) -> int:
         params = json.loads(args.input)
     except json.JSONDecodeError as err:
         raise UsageError(f"the tool input is not valid JSON: {err.msg}.") from err
+    except ValueError:  # an integer of more digits than Python turns into a number (4,300)
+        raise UsageError(
+            "the tool input holds a number too long to read; send line numbers as plain integers."
+        ) from None
     except RecursionError:
         raise UsageError("the tool input is nested too deeply to read as JSON.") from None
     commands = MemoryCommands(vault, actor=args.actor, session=args.session or new_session())
@@ -1021,7 +1039,7 @@ def _policy_value(name: str, raw: str) -> Any:
         return raw
     try:
         return json.loads(raw)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number of more digits than Python reads
         return raw
     except RecursionError:
         raise UsageError(f"the value of {name} is nested too deeply to read as JSON.") from None
@@ -1049,7 +1067,7 @@ def _policy_log(vault: Vault, args: argparse.Namespace) -> int:
         )
         return 0
     for v in versions:
-        print(f"{short(v.id)}  {when(v.time)}  {v.actor}  {v.session or '-'}  {', '.join(v.changed)}")
+        print(visible(f"{short(v.id)}  {when(v.time)}  {v.actor}  {v.session or '-'}  {', '.join(v.changed)}"))
     return 0
 
 
@@ -1094,7 +1112,7 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
         on = colour_on(sys.stdout)
         for f in report.findings:
             where = " ".join(part for part in (f.version and short(f.version), f.path) if part)
-            print(f"{paint(f.kind + ':', RED, on)} {where + ': ' if where else ''}{f.detail}")
+            print(f"{paint(f.kind + ':', RED, on)} {visible(where + ': ' if where else '')}{visible(f.detail)}")
         erased = f" ({report.erased} erased)" if report.erased else ""
         checked = f"{report.commits} versions, {report.blobs} file versions{erased} and {report.trees} trees"
         if report.signed:
@@ -1125,7 +1143,13 @@ def _find(vault: Vault, args: argparse.Namespace) -> int:
         print("No version of any file matches.")
         return 0
     rows = [
-        [short(m.version), when(m.time), m.actor, f"{m.count} {'match' if m.count == 1 else 'matches'}", m.path]
+        [
+            short(m.version),
+            when(m.time),
+            visible(m.actor),
+            f"{m.count} {'match' if m.count == 1 else 'matches'}",
+            visible(m.path),
+        ]
         for m in found
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
@@ -1710,7 +1734,7 @@ def _textconv(args: argparse.Namespace) -> int:
     vault_path = os.environ.get("GIT_DIR") or args.vault or "."
     text, why = _decrypt_for_git(vault_path, args.key_file, data)
     if text is not None:
-        sys.stdout.write(text)
+        write_exact(text)
     else:
         if why:
             sys.stdout.write(f"[vaultmem: not decrypted: {why}]\n")

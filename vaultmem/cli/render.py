@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
+import io
 import json
 import os
+import re
 import sys
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
@@ -57,6 +62,49 @@ def painted_diff(text: str, on: bool) -> str:
     return "".join(out)
 
 
+# What a commit holds (an actor, a session, a path, a message) and what a
+# memory file holds reach an auditor's terminal: a control character there
+# could move the cursor, erase a line or retitle the window, and so hide a
+# version or a planted line.  They are shown spelled as escapes (``\x1b``).
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))  # control, format, line and paragraph separators
+# In a file's text, tabs and line ends stay (a CR that ends a line moves nothing).
+_CONTENT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+
+
+def _escape(char: str) -> str:
+    return repr(char)[1:-1]  # \x1b, \r, \u202e
+
+
+def visible(text: str) -> str:
+    """``text`` (a name, an actor, a message) with every control, format and
+    line-separator character spelled as an escape: a commit written by hand
+    cannot drive the terminal of whoever reads it."""
+    if text.isprintable():
+        return text
+    return "".join(_escape(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
+
+
+def visible_content(text: str) -> str:
+    """A file's text with its control characters spelled as escapes, but for
+    tabs and line ends, so each line shows as it is and nothing more."""
+    return _CONTENT_CONTROL.sub(lambda found: _escape(found.group()), text)
+
+
+def shown_changes(changes: Sequence[FileChange]) -> list[FileChange]:
+    """``changes`` as a diff shows them on a screen: paths and texts through
+    :func:`visible` and :func:`visible_content`."""
+    return [
+        dataclasses.replace(
+            change,
+            path=visible(change.path),
+            old=visible_content(change.old) if change.old is not None else None,
+            new=visible_content(change.new) if change.new is not None else None,
+            moved_from=visible(change.moved_from) if change.moved_from is not None else None,
+        )
+        for change in changes
+    ]
+
+
 def when(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -65,13 +113,40 @@ def short(version_id: str | None) -> str:
     return version_id[:SHORT] if version_id else "-"
 
 
+def unicode_out(stream: TextIO) -> bool:
+    """Whether ``stream`` writes UTF-8, so that it can spell every name."""
+    try:
+        return codecs.lookup(stream.encoding or "ascii").name == "utf-8"
+    except LookupError:
+        return False
+
+
+def tolerate_narrow_output() -> None:
+    """On an output whose encoding cannot spell every character (an ASCII or
+    Latin-1 locale, PYTHONIOENCODING), write what it cannot as ``\\u65e5``
+    escapes instead of failing half-way through."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and not unicode_out(stream):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    """JSON, with every character as itself on a UTF-8 output, else as a JSON escape."""
+    print(json.dumps(data, indent=2, ensure_ascii=not unicode_out(sys.stdout)))
 
 
 def write_text(text: str) -> None:
     """Text exactly as stored, ending with a newline so the prompt starts a line."""
     sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+
+
+def write_exact(text: str) -> None:
+    """A file's text exactly as stored: its UTF-8 bytes, whatever the output's encoding."""
+    if unicode_out(sys.stdout):
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8"))
 
 
 def version_data(version: Version) -> dict[str, Any]:
@@ -102,10 +177,10 @@ def log_lines(versions: Sequence[Version]) -> list[str]:
         [
             short(v.id),
             when(v.time),
-            v.actor,
-            v.session or "-",
-            v.command,
-            paths_text(v.paths, v.restored_from, v.command) + merge_text(v),
+            visible(v.actor),
+            visible(v.session or "-"),
+            visible(v.command),
+            visible(paths_text(v.paths, v.restored_from, v.command) + merge_text(v)),
         ]
         for v in versions
     ]

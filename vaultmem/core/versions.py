@@ -75,7 +75,7 @@ class Version:
         trailers = parse_trailers(commit.message)
         return cls(
             id=str(commit.id),
-            time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
+            time=moment(commit.author.time),
             actor=trailers.get("Vaultmem-Actor", [commit.author.name])[0],
             session=trailers.get("Vaultmem-Session", [None])[0],
             command=trailers.get("Vaultmem-Command", [""])[0],
@@ -87,6 +87,16 @@ class Version:
             reason=trailers.get("Vaultmem-Reason", [None])[0],
             erased=tuple(trailers.get("Vaultmem-Erased", [])),
         )
+
+
+def moment(seconds: int) -> datetime:
+    """A commit's time (seconds since the epoch) in UTC.  git records any
+    number; one outside the years 1-9999 (a forged or damaged commit) is
+    shown at the nearest end of that range, so the history still lists it."""
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return (datetime.max if seconds > 0 else datetime.min).replace(microsecond=0, tzinfo=timezone.utc)
 
 
 def parse_trailers(message: str) -> dict[str, list[str]]:
@@ -163,7 +173,7 @@ def parse_when(
             if end_of_day and re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", value.strip()):
                 when += timedelta(days=1, microseconds=-1)
         except ValueError:
-            words = parse_words(value, time.time() if now is None else now)
+            words = parse_words(value, time.time() if now is None else now, end=end_of_day)
             if words is None:
                 raise VaultError(
                     f"Error: cannot read the {name} {value!r}; give an ISO 8601 time such as "
@@ -176,15 +186,26 @@ def parse_when(
     return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
-def parse_words(text: str, now: float) -> datetime | None:
+_DAYS = {"today": 0, "yesterday": 1}
+
+
+def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
     """English words for a time, relative to ``now`` and in UTC: ``2 days
     ago``, ``3 hours ago``, ``yesterday 14:00``, ``last monday``, ``a week
     ago``; None when the text names no time.  Read by ``dateparser`` (a
     maintained parser, loaded only here: it takes a moment), with dates
-    from the past preferred, as a history's times are."""
+    from the past preferred, as a history's times are.  A day or a month
+    named without a time of day (``today``, ``yesterday``, ``Nov 4 2026``,
+    ``last monday``, ``November``) is its first moment, or with ``end`` (an
+    upper bound) its last, as an ISO 8601 date is."""
     if not text.strip() or len(text) > 200 or re.fullmatch(r"[\d\s/.:+-]+", text):
         return None  # a numeric date that is not ISO 8601 (11/01/2026) is ambiguous: refused
-    import dateparser  # only a time given in words needs it
+    back = _DAYS.get(text.strip().lower())
+    if back is not None:  # a day by its name: whole, as a date alone is (dateparser reads "today" as now)
+        start = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        start -= timedelta(days=back)
+        return start + timedelta(days=1, microseconds=-1) if end else start
+    from dateparser.date import DateDataParser  # only a time given in words needs it
 
     settings: Any = {
         "TIMEZONE": "UTC",
@@ -192,9 +213,19 @@ def parse_words(text: str, now: float) -> datetime | None:
         "RETURN_AS_TIMEZONE_AWARE": True,
         "PREFER_DATES_FROM": "past",
         "RELATIVE_BASE": datetime.fromtimestamp(now, timezone.utc).replace(tzinfo=None),
+        "RETURN_TIME_AS_PERIOD": True,  # says whether a time of day was given
     }
-    found = dateparser.parse(text.strip(), languages=["en"], settings=settings)
-    return found if isinstance(found, datetime) else None
+    found = DateDataParser(languages=["en"], settings=settings).get_date_data(text.strip())
+    when = found.date_obj
+    if not isinstance(when, datetime):
+        return None
+    if when.time() != datetime.min.time() or found.period not in ("day", "month"):
+        return when  # a time of day was given, or words relative to now ("2 days ago", "last month")
+    if found.period == "month":  # "November": dateparser picks the clock's day of it
+        when = when.replace(day=1)
+        if end:
+            when = (when + timedelta(days=31)).replace(day=1) - timedelta(days=1)
+    return when + timedelta(days=1, microseconds=-1) if end else when
 
 
 @dataclass(frozen=True)

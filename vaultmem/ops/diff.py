@@ -104,8 +104,8 @@ def unified(found: list[FileChange]) -> str:
             parts += [f"rename from {before_name}\n", f"rename to {name}\n"]
             lines = list(
                 difflib.unified_diff(
-                    (change.old or "").splitlines(keepends=True),
-                    (change.new or "").splitlines(keepends=True),
+                    _lines(change.old),
+                    _lines(change.new),
                     fromfile=f"a/{before_name}",
                     tofile=f"b/{name}",
                     n=3,
@@ -113,8 +113,8 @@ def unified(found: list[FileChange]) -> str:
             )
             parts += [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
             continue
-        before = (change.old or "").splitlines(keepends=True)
-        after = (change.new or "").splitlines(keepends=True)
+        before = _lines(change.old)
+        after = _lines(change.new)
         lines = list(
             difflib.unified_diff(
                 before,
@@ -135,6 +135,17 @@ def unified(found: list[FileChange]) -> str:
         for line in lines:
             parts.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(parts)
+
+
+def _lines(text: str | None) -> list[str]:
+    """``text``'s lines, each with its ``\n``: split on ``\n`` only, as the
+    memory tool numbers them (``str.splitlines`` would also end a line at a
+    lone CR, a form feed or U+2028, and show lines the file does not have)."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])
 
 
 def _span(lines: list[str]) -> str:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pygit2
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
+from vaultmem.core.versions import moment
 from vaultmem.errors import ErasedError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
@@ -92,7 +93,7 @@ def find(
                 Match(
                     path=file_path.text,
                     version=str(commit.id),
-                    time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
+                    time=moment(commit.author.time),
                     actor=commit.author.name,
                     count=count,
                     current=current.get(file_path) == oid,

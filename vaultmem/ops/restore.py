@@ -12,7 +12,7 @@ from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.values import is_int
 from vaultmem.core.versions import RESTORED_FROM, Version
-from vaultmem.errors import ErasedError, VaultError
+from vaultmem.errors import ConflictError, ErasedError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.repo.history import read_commit
@@ -32,27 +32,54 @@ def undo(store: Store, n: int = 1, *, actor: str, session: str | None) -> Versio
     """Make the memory as it was ``n`` versions ago, as a new commit."""
     if not is_int(n) or n < 1:
         raise VaultError("Error: undo takes a number of versions of at least 1.")
-    target = store.head()
+    seen = store.head()  # the last version as the caller sees it: the one undo takes back
+    target = seen
     for steps in range(n):  # only n steps back (the parents the commits record), however long the history
         if target is None:
             raise VaultError(f"Error: cannot undo {n} versions: the vault has {steps}.")
         parents = read_commit(store.repo, target).parent_ids
         target = parents[0] if parents else None
     commit = store.repo[target].peel(pygit2.Commit) if target is not None else None
-    return _restore(store, "undo", commit, None, actor, session)  # None: before the first version
+    seen_raw = seen.raw if seen is not None else None
+    return _restore(store, "undo", commit, None, actor, session, pinned=True, seen=seen_raw)  # None: the empty memory
 
 
 def _restore(
-    store: Store, command: str, commit: pygit2.Commit | None, path: str | None, actor: str, session: str | None
+    store: Store,
+    command: str,
+    commit: pygit2.Commit | None,
+    path: str | None,
+    actor: str,
+    session: str | None,
+    *,
+    pinned: bool = False,
+    seen: bytes | None = None,
 ) -> Version | None:
+    """With ``pinned`` (undo), ``seen`` is the head the caller saw: a version
+    written since, while the undo waited for the writer lock, would be taken
+    back too, so the undo is refused instead."""
     target = paths.parse(path) if path is not None else MemoryPath(())
     source = store.snapshot_of(commit)
     origin = str(commit.id) if commit is not None else "0" * 40
 
     def build(snap: Snapshot) -> Change:
+        if pinned and snap.commit_id != seen:
+            moved = f"version {snap.commit_id.hex()[:10]} was written" if snap.commit_id else "main was moved"
+            raise ConflictError(
+                f"Error: cannot undo: {moved} while the undo waited, and undoing now would take it back "
+                "too. Nothing was changed. Look at the history, then undo again.",
+                step="versions",
+            )
         _refuse_erased(store, source, snap, target, command)
         change = Change(command, (target,), trailers=[(RESTORED_FROM, origin)])
-        change.restores.append((target, source.entry(target)))  # the root too: /memories itself
+        entry = source.entry(target)  # the root too: /memories itself
+        if entry is not None and entry[0] == objects.MODE_TREE and store.sealed_names and not source.sealed:
+            # A folder from before the vault sealed its names holds real names:
+            # bring its files back one by one, each stored under its token path.
+            change.restores.append((target, None))
+            change.restores += [(path, (objects.MODE_BLOB, oid)) for path, oid in source.files(target)]
+        else:
+            change.restores.append((target, entry))
         return change
 
     return store.mutate(build, actor=actor, session=session, skip_if_unchanged=True)

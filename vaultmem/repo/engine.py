@@ -81,7 +81,16 @@ from vaultmem.git.upkeep import Upkeep
 from vaultmem.repo import keys
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
-from vaultmem.repo.history import CommitLike, SealedNames, first_parents, hiding_files, read_commit, walk
+from vaultmem.repo.history import (
+    CommitLike,
+    SealedNames,
+    first_parents,
+    hiding_files,
+    read_commit,
+    readable,
+    version_by_prefix,
+    walk,
+)
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.signed import SIGNERS_REF, Checkpoint, CommitSignatures, read_signers, signers_problems
@@ -524,6 +533,10 @@ class Engine:
         try:
             commit = self.repo.revparse_single(at.strip()).peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as err:
+            if head is not None and isinstance(err, pygit2.AmbiguousError):
+                short = version_by_prefix(self.repo, head, at.strip())
+                if short is not None:
+                    return short  # a short id other objects share: the version it starts
             words = parse_words(at, self.clock())  # "2 days ago": after ids and revisions, never before
             if words is not None:
                 return self._at_time(words, head)
@@ -805,7 +818,7 @@ class Engine:
         """The version ``at`` names: an id (or an unambiguous prefix), a git
         revision such as ``main~2``, or a point in time (the newest version at
         or before it; see :func:`history.parse_when`)."""
-        return self.present(Version.from_commit(self._resolve(at)))
+        return self.present(Version.from_commit(readable(self.repo, self._resolve(at))))
 
     def sealed_history(self) -> SealedNames | None:
         """What the history needs to follow paths through sealed names, or None."""
@@ -913,6 +926,7 @@ class Engine:
             session=session,
             command=command,
         )
+        self.refresh_keyring()  # names another process erased since are shown no more
         head = self._head()
         out: list[Version] = []
         if head is None or limit == 0:

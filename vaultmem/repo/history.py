@@ -16,8 +16,10 @@ import contextlib
 import heapq
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import cached_property
 from typing import Protocol
 
@@ -31,7 +33,7 @@ from vaultmem.core.versions import (
     Version,
     parse_trailers,
 )
-from vaultmem.errors import IntegrityError, VaultError
+from vaultmem.errors import IntegrityError, NotFoundError, VaultError
 
 
 class CommitLike(Protocol):
@@ -158,6 +160,22 @@ def read_commit(repo: pygit2.Repository, oid: pygit2.Oid) -> RawCommit:
         raise UnreadableVersion(oid, f"is malformed ({_one_line(err)})") from err
 
 
+def readable(repo: pygit2.Repository, commit: pygit2.Commit) -> CommitLike:
+    """``commit``, or the same commit read from its bytes when libgit2 cannot
+    decode it: git keeps an ``encoding`` header as written (vaultmem writes
+    none), and one naming an unknown codec, or one the message is not in,
+    makes libgit2 raise on every read of the message or the author."""
+    encoding = commit.message_encoding
+    if encoding is None:
+        return commit
+    try:
+        for raw in (commit.raw_message, commit.author.raw_name, commit.committer.raw_name):
+            raw.decode(encoding)
+    except (LookupError, ValueError):  # an unknown codec; UnicodeDecodeError is a ValueError
+        return read_commit(repo, commit.id)
+    return commit
+
+
 def raw_commits(repo: pygit2.Repository, starts: Sequence[pygit2.Oid]) -> Iterator[RawCommit]:
     """The commits reachable from ``starts`` through the parents they record,
     newest first (by commit time, as git orders them), each once.  A commit
@@ -215,7 +233,7 @@ def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
         except (KeyError, ValueError, pygit2.GitError):
             break  # read on from the objects below, which names the damaged one
         last = commit
-        yield commit
+        yield readable(repo, commit)
     rest = [head] if last is None else list(read_commit(repo, last.id).parent_ids)
     if rest:
         yield from raw_commits(repo, rest)
@@ -347,6 +365,36 @@ def first_parents(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitL
         oid = raw.parent_ids[0] if raw.parent_ids else None
 
 
+# -- versions by a short id -------------------------------------------------------
+
+_SHORT_ID = re.compile(r"([0-9a-fA-F]{4,39})((?:[~^].*)?)", re.S)  # "1ed6", "1ed6^", "1ed6~2"
+
+
+def version_by_prefix(repo: pygit2.Repository, head: pygit2.Oid, text: str) -> pygit2.Commit | None:
+    """The version a short id names (``1ed6``, or ``1ed6^`` for the one before)
+    when git finds other objects starting with the same digits: a file
+    version or a tree is no version, so only ``main``'s commits count.  None
+    if no version starts so; NotFoundError if several do."""
+    found = _SHORT_ID.fullmatch(text)
+    if found is None:
+        return None
+    prefix, rest = found.group(1).lower(), found.group(2)
+    matches = [commit.id for commit in commits(repo, head) if str(commit.id).startswith(prefix)]
+    if len(matches) > 1:
+        named = ", ".join(str(oid)[:10] for oid in matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise NotFoundError(
+            f"Error: the short id {found.group(1)!r} is ambiguous: {len(matches)} versions start with it "
+            f"({named}). Give more of the version's digits.",
+            step="versions",
+        )
+    if not matches:
+        return None
+    try:
+        return repo.revparse_single(str(matches[0]) + rest).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        return None
+
+
 # -- times ---------------------------------------------------------------------
 
 
@@ -447,6 +495,7 @@ def walk_named(
     commits that store sealed names are matched by the path's tokens; the
     versions come as the commits record them (sealed paths stay sealed).
     """
+    _refuse_reversed(filters)
     tracked = filters.path
     at_commit: dict[bytes, MemoryPath] = {}  # the name the path had in a commit not yet reached
     for commit in commits(repo, head):  # newest first
@@ -469,6 +518,21 @@ def walk_named(
         version = version or Version.from_commit(commit)
         if filters.matches(version):
             yield version, here
+
+
+def _refuse_reversed(filters: Filters) -> None:
+    """A range that ends before it starts holds no version: an error, never
+    an empty history an auditor would read as "nothing happened"."""
+    since, until = filters.since, filters.until
+    if since is not None and until is not None and since > until:
+        raise VaultError(
+            f"Error: the since time {_utc(since)} is after the until time {_utc(until)}, so no version "
+            "can be in that range. Give the earlier time as since and the later one as until."
+        )
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _in_parent(
