@@ -131,7 +131,7 @@ def test_list_tools_offers_the_nine_tools_with_their_hints_and_schemas(shared):
             assert hints.read_only_hint is True, name
         else:
             assert hints.read_only_hint is False, name
-            assert hints.destructive_hint is (name in ("delete", "rename")), name
+            assert hints.destructive_hint is (name in ("str_replace", "delete", "rename")), name
     assert set(tools["view"].input_schema["properties"]) == {"path", "view_range"}
     assert set(tools["history"].input_schema["properties"]) == {"path", "limit"}
     assert set(tools["diff"].input_schema["properties"]) == {"from_version", "to_version", "path"}

@@ -18,27 +18,46 @@ and its traceback goes to the server's log (standard error).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
 import re
 import secrets
+import signal
+import stat
+import sys
 import threading
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.stdio import stdio_server
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations, jsonrpc_message_adapter
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    TextContent,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
 from mcp.types import Tool as MCPTool
 
 from vaultmem.anthropic.agent import memory_system_prompt
 from vaultmem.core.lru import LRU
 from vaultmem.core.policy import Policy
-from vaultmem.errors import CommandError, VaultError
+from vaultmem.errors import CommandError, StorageError, VaultError
+from vaultmem.ops.autosync import AutoSync
+from vaultmem.ops.guard import Guard
 from vaultmem.ops.memory import MemoryCommands
+from vaultmem.repo.engine import _check_label
 from vaultmem.vault import Vault
 
 log = logging.getLogger("vaultmem.mcp")
@@ -47,6 +66,10 @@ SERVER_NAME = "vaultmem"
 DEFAULT_MAX_REQUEST_BYTES = 1_048_576  # the largest tool call accepted, in bytes of JSON
 ENVELOPE_BYTES = 65_536  # what a message may hold beyond a call's arguments: the JSON-RPC envelope
 _REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,256}")')
+# An answer as the SDK writes it: its id comes right after the version.
+_ANSWER = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d{1,18}|"(?:[^"\\]|\\.){0,256}"),"(?:result|error)":')
+SYNC_CLOSE_SECONDS = 30.0  # how long a stopping server tries to push what its clients wrote
+DRAIN_SECONDS = 30.0  # how long a server whose input ended waits to answer the requests it read
 MEMORY_TOOLS = ("view", "create", "str_replace", "insert", "delete", "rename")
 AUDIT_TOOLS = ("history", "read_version", "diff")
 READ_TOOLS = frozenset({"view", *AUDIT_TOOLS})
@@ -164,7 +187,8 @@ def tool_annotations(name: str) -> ToolAnnotations:
     return ToolAnnotations(
         title=_TITLES[name],
         read_only_hint=read_only,
-        destructive_hint=None if read_only else name in ("delete", "rename"),
+        # MCP's "not destructive" means only additive updates: str_replace replaces (or removes) text.
+        destructive_hint=None if read_only else name in ("str_replace", "delete", "rename"),
         idempotent_hint=read_only,
         open_world_hint=False,
     )
@@ -178,6 +202,34 @@ def _ok(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=False)
 
 
+def _plain_log() -> None:
+    """The server's log (standard error), one record a line and a traceback
+    as Python prints it, unless the application configured logging itself.
+    Without it, the SDK's own configuration renders each record in columns
+    80 characters wide, a traceback's code cut to 20 of them."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
+def _log_storage_failure(name: str, err: BaseException) -> None:
+    """Log, for the operator, the host's failure behind a refused write (a
+    full or read-only disk): the client is told to ask the operator, and
+    gets no host path itself."""
+    cause: BaseException | None = err.__cause__
+    found: BaseException | None = None
+    while cause is not None:
+        if isinstance(cause, OSError | StorageError):
+            found = cause
+        cause = cause.__cause__
+    if found is not None:
+        log.warning("the tool %s failed on the host's storage: %s", name, found)
+
+
 class Sessions:
     """One :class:`MemoryCommands` per MCP session, each a vaultmem session
     named ``mcp-CLIENT-ID`` (the client's name and the session id)."""
@@ -188,6 +240,9 @@ class Sessions:
         # are kept (one that comes back after eviction gets a fresh one, same name).
         self._by_key: LRU[str, MemoryCommands] = LRU(SESSIONS_KEPT)
         self._lock = threading.Lock()
+        # The sessions' automatic syncs, pushed out by close(): held weakly, so
+        # an evicted session's goes once it has nothing left to push.
+        self._syncing: weakref.WeakSet[AutoSync] = weakref.WeakSet()
         self.connection = secrets.token_hex(6)  # stdio, or HTTP without session ids: one per process
 
     def commands(self, ctx: Context[Any, Any]) -> MemoryCommands:
@@ -205,7 +260,18 @@ class Sessions:
             if found is None:
                 found = self._factory(label)
                 self._by_key.put(label, found)
+                if found.autosync is not None:
+                    self._syncing.add(found.autosync)
             return found
+
+    def close(self, timeout: float = SYNC_CLOSE_SECONDS) -> None:
+        """Push what the sessions wrote and have not pushed yet (automatic
+        sync pushes in the background, within a second of each write), and
+        stop their sync threads."""
+        with self._lock:
+            syncing, self._syncing = list(self._syncing), weakref.WeakSet()
+        for autosync in syncing:
+            autosync.close(timeout)
 
 
 class _Server(MCPServer):
@@ -241,6 +307,17 @@ class _Server(MCPServer):
             return self._memory.call(name, raw, context)
         return await anyio.to_thread.run_sync(self._memory.call, name, raw, context)
 
+    @property
+    def memory(self) -> MemoryServer:
+        return self._memory
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """The server has no prompts: a client's error, answered as one
+        (the SDK's own answer logs it with a traceback, as a server failure)."""
+        raise MCPError(INVALID_PARAMS, f"Unknown prompt: {str(name)[:200]}; this server offers no prompts.")
+
 
 def _raw_arguments(ctx: Context[Any, Any]) -> object:
     """The tool's arguments exactly as the client sent them."""
@@ -262,12 +339,20 @@ class MemoryServer:
     ) -> None:
         if max_request_bytes < 1:
             raise VaultError("Error: the request size limit must be at least 1 byte.")
+        _check_label("actor", actor)  # every version's author: refused now, not at each write
         self.vault = vault
         self.actor = actor
         self.read_only = read_only
         self.max_request_bytes = max_request_bytes
-        MemoryCommands(vault, actor=actor, session="mcp-check", policy=policy)  # refuses a bad actor or policy now
+        if read_only:  # the policy's automatic expiry and retention are writes, and so is a sync's pull: not here
+            off: dict[str, Any] = dict.fromkeys(("expire_after", "content_retention", "sync_remote", "sync_every"))
+            policy = dataclasses.replace(policy, **off) if isinstance(policy, Policy) else {**(policy or {}), **off}
+        Guard(vault, policy).policy()  # a bad policy refused now (no session, no sync: nothing is written)
         self.sessions = Sessions(lambda label: MemoryCommands(vault, actor=actor, session=label, policy=policy))
+
+    def close(self) -> None:
+        """At the end of serving: push what automatic sync has not pushed yet."""
+        self.sessions.close()
 
     def build(self, *, inline: bool = False, **settings: Any) -> MCPServer:
         """The server: every tool registered, so a write to a read-only
@@ -275,6 +360,7 @@ class MemoryServer:
         ``inline`` (stdio: one client) the memory commands run in the event
         loop's thread; the audit tools, which may read a long history, and
         every tool without it run in a worker thread."""
+        _plain_log()
         tools = [self._tool(name) for name in (*MEMORY_TOOLS, *AUDIT_TOOLS)]
         listed = {t.name for t in tools if not self.read_only or t.name in READ_TOOLS}
         return _Server(
@@ -327,18 +413,23 @@ class MemoryServer:
                     takes = ", ".join(f"`{p}`" for p in _SCHEMAS[name]["properties"])
                     return _error(f"Error: Unexpected parameter `command` for command `{name}`. It takes: {takes}.")
                 return _ok(commands.run({**arguments, "command": name}))
-            return _ok(self._audit(name, arguments))
+            return _ok(self._audit(name, arguments, commands.view_cap))
         except CommandError as err:
+            _log_storage_failure(name, err)
             return _error(str(err))
         except VaultError as err:
             return _error(str(err) if str(err).startswith("Error:") else f"Error: {err}")
         except Exception:  # never a traceback or a host path to the client
-            log.exception("vaultmem mcp: the tool %s failed", name)
+            log.exception("the tool %s failed", name)
             return _error(INTERNAL_ERROR)
 
     # -- the audit tools -----------------------------------------------------------------
 
-    def _audit(self, name: str, arguments: dict[str, Any]) -> str:
+    def _audit(self, name: str, arguments: dict[str, Any], cap: int) -> str:
+        """An audit tool's text; a history or a diff longer than ``cap``
+        characters (the cap of a ``view``) is cut at a whole line, its last
+        line saying how to ask for less.  A file at a version is given whole:
+        nothing else pages through it, and it is within the file size limit."""
         allowed = set(_SCHEMAS[name]["properties"])
         unknown = sorted(set(arguments) - allowed)
         if unknown:
@@ -372,18 +463,89 @@ class MemoryServer:
                     f"{v.id[:12]}  {v.time.strftime('%Y-%m-%dT%H:%M:%SZ')}  {v.actor}  {v.session or '-'}  "
                     f"{v.command} {where}"
                 )
-            return "\n".join(lines)
+            return _capped(
+                lines, cap, "History", "versions", "ask for fewer with `limit`, or for one file's with `path`."
+            )
         if name == "read_version":
             return self.vault.read(arguments["path"], at=arguments["version"])
         diff = self.vault.diff(arguments["from_version"], arguments.get("to_version"), arguments.get("path"))
-        return diff or "No changes."
+        if not diff:
+            return "No changes."
+        return _capped(
+            diff.splitlines(keepends=True),
+            cap,
+            "Diff",
+            "lines",
+            "ask for one file's with `path`, or for versions closer together.",
+            joined="",
+        )
+
+
+def _capped(lines: list[str], cap: int, what: str, unit: str, instead: str, joined: str = "\n") -> str:
+    """``lines`` joined, or as many whole ones as fit in ``cap`` characters
+    and a last line saying what was left out and what to ask for instead."""
+    used = 0
+    for index, line in enumerate(lines):
+        used += len(line) + len(joined)
+        if used > cap:
+            note = f"[{what} cut at {cap:,} characters after {index:,} of {len(lines):,} {unit}; {instead}]"
+            if joined:  # the note is one more line
+                return joined.join([*lines[:index], note])
+            return "".join(lines[:index]) + note  # the lines shown keep their own line ends
+    return joined.join(lines)
 
 
 # -- stdio without a thread per line ------------------------------------------------------
 
 
+class _Outstanding:
+    """The requests read and not yet answered, by id, so a server whose
+    input ends answers them before it exits (the SDK cancels them unanswered,
+    a write among them made and never acknowledged)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self.settled = asyncio.Event()  # set while none is waiting for its answer
+        self.settled.set()
+
+    def read(self, message: object) -> None:
+        """Note a message the SDK is about to get."""
+        if isinstance(message, JSONRPCRequest):
+            key = _id_key(message.id)
+            self._ids[key] = self._ids.get(key, 0) + 1
+            self.settled.clear()
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            params = message.params or {}
+            ident = params.get("requestId")
+            if isinstance(ident, str | int) and not isinstance(ident, bool):
+                self._answered(_id_key(ident))  # a cancelled request gets no answer
+
+    def written(self, text: str) -> None:
+        """Note a message written to the client."""
+        found = _ANSWER.match(text)
+        if found is not None:
+            self._answered(_id_key(json.loads(found.group(1))))
+
+    def forget(self) -> None:
+        """Nothing more can be answered (the client is gone)."""
+        self._ids.clear()
+        self.settled.set()
+
+    def _answered(self, key: str) -> None:
+        left = self._ids.pop(key, 0) - 1
+        if left > 0:
+            self._ids[key] = left
+        if not self._ids:
+            self.settled.set()
+
+
+def _id_key(ident: object) -> str:
+    """A request id as the SDK correlates it: 7 and "7" are one id."""
+    return str(ident)
+
+
 class _PipeLines:
-    """Standard input as the lines of an asyncio pipe (the SDK's own stdio
+    """Standard input as the lines of an asyncio stream (the SDK's own stdio
     reads each line in a worker thread, a thread hop per message).  A
     request the SDK could not parse would get no answer at all, and its
     client would wait until it gave up: one holding text that is not
@@ -391,32 +553,67 @@ class _PipeLines:
     so is every message the SDK's own validation refuses.  So is
     a line longer than ``limit`` bytes (the reader's limit), which is dropped
     as it arrives, never held whole: its answer carries the id found at the
-    start or the end of the line."""
+    start or the end of the line.
+
+    When the input ends (the client closed it, or :meth:`stop`), the lines
+    end only once every request read has been answered, or after
+    :data:`DRAIN_SECONDS`."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: _PipeWriter, limit: int) -> None:
         self.reader = reader
         self.writer = writer
         self.limit = limit
+        self.outstanding = writer.outstanding
+        self.stopped = False
+        self._close_input: Callable[[], None] | None = None
+
+    def closing_input_with(self, close: Callable[[], None]) -> None:
+        """How :meth:`stop` ends the input: it closes what feeds the reader."""
+        self._close_input = close
+
+    def stop(self) -> None:
+        """Read no more requests: answer those read, then end (Ctrl-C, or the client is gone)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if self._close_input is not None:
+            self._close_input()
 
     def __aiter__(self) -> _PipeLines:
         return self
 
     async def __anext__(self) -> str:
         while True:
+            if self.stopped:
+                await self._end()
             try:
                 line = await self.reader.readuntil(b"\n")
             except asyncio.IncompleteReadError as end:  # the last line has no newline, or there is none
-                if not end.partial:
-                    raise StopAsyncIteration from None
+                if not end.partial or self.stopped:
+                    await self._end()
                 line = end.partial
             except asyncio.LimitOverrunError as over:
                 await self.writer.write(json.dumps(await self._too_long(over.consumed)) + "\n")
                 continue
             text = line.decode("utf-8", "replace")
-            refused = _not_unicode(text) or _unreadable(text, line)
+            refused = _not_unicode(text)
+            message = None
+            if refused is None and text.strip():
+                message = _message(text)
+                if message is None:
+                    refused = _unreadable(text, line)
             if refused is None:
+                self.outstanding.read(message)
                 return text
             await self.writer.write(json.dumps(refused) + "\n")
+
+    async def _end(self) -> NoReturn:
+        """Wait (a bounded time) for the answers to the requests read, then end the lines."""
+        try:
+            await asyncio.wait_for(self.outstanding.settled.wait(), DRAIN_SECONDS)
+        except asyncio.TimeoutError:
+            log.warning("the input ended; requests unanswered after %.0f s are dropped", DRAIN_SECONDS)
+        raise StopAsyncIteration
 
     async def _too_long(self, waiting: int) -> dict[str, Any]:
         """Drop the rest of a line over the limit; the error answering it."""
@@ -448,16 +645,14 @@ def _request_id(head: bytes, tail: bytes) -> object:
     return json.loads(found.group(1)) if found else None
 
 
-def _unreadable(text: str, line: bytes) -> dict[str, Any] | None:
-    """The error answering a message the SDK cannot validate, or None.
+def _unreadable(text: str, line: bytes) -> dict[str, Any]:
+    """The error answering a message the SDK cannot validate.
 
     The SDK drops such a message without a word (JSON nested deeper or a
     number longer than its parser reads, a batch, a field of the wrong
     kind), and a client waiting for that request would wait until it gave
     up; the same validation here lets the server answer it, with the id it
-    can find, and go on.  A blank line is left to the SDK: no request, no answer."""
-    if not text.strip() or _valid_message(text):
-        return None
+    can find, and go on.  ``text`` is one the SDK's validation refused."""
     try:
         json.loads(text)
     except (ValueError, RecursionError):
@@ -476,13 +671,12 @@ def _unreadable(text: str, line: bytes) -> dict[str, Any] | None:
     return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
 
 
-def _valid_message(text: str) -> bool:
-    """Whether the SDK's validation takes ``text`` as a JSON-RPC message."""
+def _message(text: str) -> object | None:
+    """``text`` as the SDK's validation reads it (a JSON-RPC message), or None if it refuses it."""
     try:
-        jsonrpc_message_adapter.validate_json(text, by_name=False)
+        return jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def _not_unicode(text: str) -> dict[str, Any] | None:
@@ -502,27 +696,95 @@ def _not_unicode(text: str) -> dict[str, Any] | None:
 
 
 class _PipeWriter:
-    """Standard output written whole, line by line, from the event loop."""
+    """Standard output written whole, line by line, from the event loop.
+    A client that is gone (a closed pipe) is written to no more: its
+    answers are dropped, and the input is stopped."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.outstanding = _Outstanding()
+        self.gone = False
+        self.on_gone: Callable[[], None] | None = None
 
     async def write(self, text: str) -> None:
+        if self.gone:
+            return
         data = memoryview(text.encode("utf-8"))
         while data:
             try:
                 data = data[os.write(self.fd, data) :]
             except BlockingIOError:  # the client reads slowly: wait for room
                 await asyncio.sleep(0.001)
+            except (BrokenPipeError, ConnectionResetError):  # nobody reads any more
+                self.gone = True
+                self.outstanding.forget()
+                if self.on_gone is not None:
+                    self.on_gone()
+                return
+        self.outstanding.written(text)
 
     async def flush(self) -> None:
         return None
 
 
+class _ThreadedInput:
+    """A standard input the event loop cannot watch (a regular file,
+    ``/dev/null``, a terminal), read in a thread of its own into ``reader``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, fd: int) -> None:
+        self.loop = loop
+        self.reader = reader
+        self.fd = fd
+        self.closed = False
+        threading.Thread(target=self._read, name="vaultmem-mcp-stdin", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65_536)
+            except OSError:
+                chunk = b""
+            try:
+                self.loop.call_soon_threadsafe(self._feed, chunk)
+            except RuntimeError:  # the loop is closed: the server is done
+                return
+            if not chunk:
+                return
+
+    def _feed(self, chunk: bytes) -> None:
+        if self.closed:
+            return
+        if chunk:
+            self.reader.feed_data(chunk)
+        else:
+            self.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.reader.feed_eof()
+
+
+async def _open_input(reader: asyncio.StreamReader) -> Callable[[], None]:
+    """Feed standard input to ``reader``; what ends it (as if the client closed it)."""
+    loop = asyncio.get_running_loop()
+    fd = os.dup(0)
+    if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):  # a client's pipe: no thread
+        stdin = os.fdopen(fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+        return transport.close
+    return _ThreadedInput(loop, reader, fd).close
+
+
 async def serve_stdio(server: MCPServer, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
     """Serve ``server`` on this process's standard input and output; a
     message longer than ``max_request_bytes`` plus the envelope is refused
-    unread."""
+    unread.
+
+    It ends when the input does, once the requests read are answered; when
+    the client stops reading (nothing more to answer to); and on Ctrl-C
+    (SIGINT), which stops reading and answers the requests read, then
+    raises :class:`KeyboardInterrupt` (a second Ctrl-C stops at once)."""
     lowlevel = getattr(server, "_lowlevel_server", None)
     if lowlevel is None:  # another version of the SDK: its own stdio
         await server.run_stdio_async()
@@ -530,10 +792,41 @@ async def serve_stdio(server: MCPServer, max_request_bytes: int = DEFAULT_MAX_RE
     loop = asyncio.get_running_loop()
     limit = max_request_bytes + ENVELOPE_BYTES
     reader = asyncio.StreamReader(limit=limit)
-    stdin = os.fdopen(os.dup(0), "rb", buffering=0)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+    close_input = await _open_input(reader)
     out = os.dup(1)
     os.dup2(2, 1)  # stray output of any library lands on standard error, never on the wire
     writer = _PipeWriter(out)
-    async with stdio_server(stdin=_PipeLines(reader, writer, limit), stdout=writer) as (read, write):  # type: ignore[arg-type]
-        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    lines = _PipeLines(reader, writer, limit)
+    lines.closing_input_with(close_input)
+    writer.on_gone = lines.stop
+    interrupted = _on_ctrl_c(loop, lines.stop)
+    try:
+        async with stdio_server(stdin=lines, stdout=writer) as (read, write):  # type: ignore[arg-type]
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    finally:
+        if interrupted is not None:
+            loop.remove_signal_handler(signal.SIGINT)
+        close_input()
+        if isinstance(server, _Server):
+            await anyio.to_thread.run_sync(server.memory.close)
+    if interrupted is not None and interrupted.is_set():
+        raise KeyboardInterrupt
+
+
+def _on_ctrl_c(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> asyncio.Event | None:
+    """Call ``stop`` on the first SIGINT; the event that says it came (None
+    where this thread cannot take signals).  A second SIGINT raises
+    :class:`KeyboardInterrupt` at once."""
+    came = asyncio.Event()
+
+    def interrupt() -> None:
+        if came.is_set():
+            raise KeyboardInterrupt
+        came.set()
+        stop()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+        return None
+    return came

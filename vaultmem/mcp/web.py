@@ -25,7 +25,7 @@ import secrets
 import socket
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from vaultmem.core.crypto import read_secret_file
 from vaultmem.errors import BadKeyError, VaultError
-from vaultmem.mcp.server import ENVELOPE_BYTES
+from vaultmem.mcp.server import ENVELOPE_BYTES, _Server
 
 ENV_TOKEN = "VAULTMEM_MCP_TOKEN"
 TOKEN_FILE = "mcp-token"
@@ -82,13 +82,17 @@ def load_or_make_token(path: Path) -> str:
 class BearerToken:
     """ASGI middleware: HTTP requests without ``Authorization: Bearer TOKEN`` get 401."""
 
-    def __init__(self, app: ASGIApp, token: str, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, token: str, max_body: int, on_stop: Callable[[], None] | None = None) -> None:
         self.app = app
         self.expected = token.encode("ascii")
         self.max_body = max_body
+        self.on_stop = on_stop  # run as the server stops (lifespan shutdown), before the process ends
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":  # lifespan: the session manager starts and stops here
+        if scope["type"] == "lifespan":  # the session manager starts and stops here
+            await self.app(scope, receive, self._stopping(send))
+            return
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         given = b""
@@ -134,6 +138,17 @@ class BearerToken:
 
         await self.app(scope, replay, send)
 
+    def _stopping(self, send: Any) -> Any:
+        """``send`` for the lifespan: ``on_stop`` runs before the shutdown is
+        reported complete (after it, uvicorn ends the process on a signal)."""
+
+        async def send_after_stop(message: dict[str, Any]) -> None:
+            if message.get("type") == "lifespan.shutdown.complete" and self.on_stop is not None:
+                await asyncio.to_thread(self.on_stop)
+            await send(message)
+
+        return send_after_stop
+
 
 def http_app(
     server: MCPServer,
@@ -162,7 +177,8 @@ def http_app(
         transport_security=security,
         host=host,
     )
-    return BearerToken(app, token, max_request_bytes + ENVELOPE_BYTES)
+    on_stop = server.memory.close if isinstance(server, _Server) else None
+    return BearerToken(app, token, max_request_bytes + ENVELOPE_BYTES, on_stop)
 
 
 def _any_port(allowed: Sequence[str]) -> list[str]:
