@@ -715,7 +715,7 @@ def test_save_writes_0600_and_refuses_to_overwrite(tmp_path: Path) -> None:
     assert (tmp_path / "bot.key.pub").read_text() == line + "\n"
     assert path.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     original = path.read_bytes()
-    with pytest.raises(FileExistsError):
+    with pytest.raises(VaultError, match="it exists"):
         SigningKey.generate().save(path)
     assert path.read_bytes() == original
     assert SigningKey.load(path).public == key.public

@@ -10,12 +10,14 @@ a passphrase opens with ``--signing-passphrase-file FILE`` or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import os
+import stat
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
 from vaultmem.cli.render import print_json, short
 from vaultmem.core.crypto import check_new_passphrase, read_passphrase_file
@@ -199,11 +201,19 @@ def _new_passphrase(name: str) -> str:
 
 
 def _read_public(text: str) -> PublicKey:
-    if text.startswith("ssh-"):
+    """KEY as ``signer add`` takes it: the line ``ssh-ed25519 AAAA...`` itself,
+    or a file holding it (such as ``ssh-bot.key.pub``, whose name starts like a line)."""
+    if text.startswith("ssh-") and len(text.split()) >= 2:
         return PublicKey.from_line(text)
     try:
+        st = os.stat(text)
+    except OSError as err:
+        raise BadKeyError(f"Error: cannot read the public key {text}: {err.strerror}.") from err
+    if not stat.S_ISREG(st.st_mode):  # a FIFO nobody writes to would wait for ever
+        raise BadKeyError(f"Error: the public key {text} is not a regular file.")
+    try:
         with open(text, encoding="utf-8") as fh:
-            return PublicKey.from_line(fh.readline())
+            return PublicKey.from_line(fh.readline(4096))
     except OSError as err:
         raise BadKeyError(f"Error: cannot read the public key {text}: {err.strerror}.") from err
     except UnicodeDecodeError as err:
@@ -293,12 +303,32 @@ def signer_list(vault: Vault, args: argparse.Namespace) -> int:
 
 
 def checkpoint(vault: Vault, args: argparse.Namespace) -> int:
-    made = vault.checkpoint(actor=args.actor)
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as fh:
-            fh.write(made.text)
-            fh.flush()
-            os.fsync(fh.fileno())
+    # --out is opened first: a file that cannot be written makes no checkpoint
+    existed = bool(args.out) and os.path.lexists(args.out)
+    out = _open_for_append(args.out) if args.out else None
+    try:
+        try:
+            made = vault.checkpoint(actor=args.actor)
+        except BaseException:
+            if out is not None and not existed:  # the file this command made, still empty: removed
+                with contextlib.suppress(OSError):
+                    out.close()
+                    os.unlink(args.out)
+            raise
+        if out is not None:
+            try:
+                out.write(made.text)
+                out.flush()
+                os.fsync(out.fileno())
+            except OSError as err:
+                raise VaultError(
+                    f"Error: the checkpoint was kept on the vault's vaultmem-checkpoints branch, but appending it to "
+                    f"{args.out} failed ({err.strerror}); `git show vaultmem-checkpoints:checkpoints` holds it."
+                ) from err
+    finally:
+        if out is not None:
+            with contextlib.suppress(OSError):
+                out.close()
     if args.json:
         print_json(
             {"head": made.head, "commits": made.commits, "time": made.time, "signer": made.signer, "text": made.text}
@@ -309,6 +339,13 @@ def checkpoint(vault: Vault, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(made.text)
     return 0
+
+
+def _open_for_append(name: str) -> TextIO:
+    try:
+        return open(name, "a", encoding="utf-8")  # closed by the caller
+    except OSError as err:
+        raise VaultError(f"Error: cannot append to {name}: {err.strerror}; no checkpoint was made.") from err
 
 
 HANDLERS = {

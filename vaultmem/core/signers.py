@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -39,21 +40,52 @@ KINDS = (UNSIGNED, UNKNOWN, WRONG_ACTOR, REVOKED, EXPIRED, BAD)
 
 def check_principal(name: object) -> str:
     if not isinstance(name, str) or not PRINCIPAL.fullmatch(name):
+        shown = (
+            repr(name[:40]) + f" (and {len(name) - 40} more characters)"
+            if isinstance(name, str) and len(name) > 40
+            else repr(name)
+        )
         raise VaultError(
-            f"Error: {name!r} cannot name a signer: a signer's name is its actor name, 1-100 letters, digits, "
-            "'.', '_', '@', '+' or '-', starting with a letter or digit (git's allowed-signers file lists it)."
+            f"Error: {shown} cannot name a signer: a signer's name is its actor name, 1-100 ASCII letters, "
+            "digits, '.', '_', '@', '+' or '-', starting with a letter or digit (git's allowed-signers file lists it)."
         )
     return name
 
 
+def check_reason(reason: object) -> str:
+    """A revocation's reason: one line of plain text, at most 500 characters.
+    It becomes a commit trailer and a field of ``signer list``, so nothing in
+    it may end a line, move a terminal's cursor or reorder text (categories
+    Cc, Cf, Zl, Zp), nor be a byte that is not UTF-8 (a lone surrogate)."""
+    if not isinstance(reason, str) or len(reason) > 500:
+        raise VaultError("Error: the reason must be one line of at most 500 characters; nothing was changed.")
+    for ch in reason:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            raise VaultError(
+                f"Error: the reason holds {ch!a}, which is not plain text (a control, format or line "
+                "separator character, or a byte that is not UTF-8); give one line of plain text. Nothing was changed."
+            )
+    return reason
+
+
+# The times an allowed-signers file can hold: ssh-keygen reads 14 digits and
+# refuses a time before 1970-01-01T00:00:01Z (and then every line after it).
+FIRST_TIME = 1  # 1970-01-01T00:00:01Z
+LAST_TIME = 253402300799  # 9999-12-31T23:59:59Z
+
+
 def ssh_time(when: int) -> str:
     """A time as ``ssh-keygen`` reads it in an allowed-signers file (UTC)."""
-    return datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y%m%d%H%M%SZ")
+    return _utc(when).strftime("%Y%m%d%H%M%SZ")
 
 
 def show_time(when: int) -> str:
     """A time as vaultmem's output gives every time: UTC, ``2026-11-04T12:00:00Z``."""
-    return datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _utc(when).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utc(when: int) -> datetime:
+    return datetime.fromtimestamp(min(max(when, FIRST_TIME), LAST_TIME), tz=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -180,7 +212,11 @@ class Signers:
         valid_before: int | None = None,
     ) -> Signers:
         check_principal(principal)
-        start = now if valid_after is None else valid_after
+        for name, value in (("valid-after", valid_after), ("valid-before", valid_before)):
+            if value is not None and value > LAST_TIME:
+                raise VaultError(f"Error: {name} must be before the year 10000; nothing was changed.")
+        # a key valid since before 1970 is valid since 1970: no commit is older, and ssh-keygen reads no earlier time
+        start = now if valid_after is None else max(valid_after, FIRST_TIME)
         if valid_before is not None and valid_before <= start:
             raise VaultError("Error: valid-before must be later than valid-after; nothing was changed.")
         for other in self.by_key(key):
@@ -218,14 +254,31 @@ class Signers:
         reason: str = "",
     ) -> Signers:
         """Revoke ``principal``'s keys (or one of them) from ``now``; with
-        ``compromised``, for every time, so nothing they ever signed counts."""
-        targets = [
-            s for s in self.entries if s.principal == principal and (key is None or s.key == key) and s.revoked is None
-        ]
-        if not targets:
-            raise VaultError(f"Error: {principal!r} has no unrevoked key to revoke; nothing was changed.")
+        ``compromised``, for every time, so nothing they ever signed counts.
+        A key revoked before (or rotated out) can still be revoked as
+        compromised when it leaks later; it keeps the time it stopped."""
+        mine = [s for s in self.entries if s.principal == principal and (key is None or s.key == key)]
+        if compromised:
+            targets = [s for s in mine if not s.compromised]
+            if not targets:
+                raise VaultError(
+                    f"Error: {principal!r} has no key left to revoke as compromised (every one already is); "
+                    "nothing was changed."
+                )
+        else:
+            targets = [s for s in mine if s.revoked is None]
+            if not targets:
+                raise VaultError(f"Error: {principal!r} has no unrevoked key to revoke; nothing was changed.")
         changed = tuple(
-            replace(s, revoked=now, compromised=compromised, reason=reason) if s in targets else s for s in self.entries
+            replace(
+                s,
+                revoked=now if s.revoked is None else s.revoked,
+                compromised=compromised,
+                reason=reason or s.reason if compromised else reason,
+            )
+            if s in targets
+            else s
+            for s in self.entries
         )
         return Signers(changed)
 

@@ -13,9 +13,10 @@ never pass for a commit's.
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import hashlib
 import os
-import stat
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from vaultmem.core.crypto import read_secret_file
-from vaultmem.errors import BadKeyError, VaultError
+from vaultmem.errors import BadKeyError, StorageError, VaultError
 
 NAMESPACE = "git"
 CHECKPOINT_NAMESPACE = "vaultmem-checkpoint"
@@ -214,7 +215,7 @@ class SigningKey:
     def from_text(cls, text: str, passphrase: str | None = None, *, source: str = "signing key") -> SigningKey:
         data = text.encode("utf-8")
         try:
-            key = serialization.load_ssh_private_key(data, passphrase.encode() if passphrase else None)
+            key = serialization.load_ssh_private_key(data, _passphrase_bytes(passphrase))
         except TypeError as err:  # encrypted without a passphrase, or a passphrase for a plain key
             if passphrase is None:
                 raise BadKeyError(
@@ -240,7 +241,9 @@ class SigningKey:
 
     def to_text(self, passphrase: str | None = None) -> str:
         encryption: serialization.KeySerializationEncryption = (
-            serialization.BestAvailableEncryption(passphrase.encode()) if passphrase else serialization.NoEncryption()
+            serialization.BestAvailableEncryption(_passphrase_bytes(passphrase) or b"")
+            if passphrase
+            else serialization.NoEncryption()
         )
         return self._key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, encryption
@@ -248,18 +251,26 @@ class SigningKey:
 
     def save(self, path: str | os.PathLike[str], passphrase: str | None = None, comment: str = "") -> str:
         """Write the key (mode 0600, refusing to overwrite) and ``PATH.pub``;
-        returns the public line."""
+        returns the public line.  Both files are written whole or not at all:
+        on a full disk, or when either exists, neither is left behind."""
         text = self.to_text(passphrase)
         public = self.public.line + (f" {comment}" if comment else "") + "\n"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
-        try:
-            os.write(fd, text.encode("ascii"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         pub = os.fspath(path) + ".pub"
-        with open(pub, "x", encoding="ascii") as fh:
-            fh.write(public)
+        made: list[str] = []
+        try:
+            for name, data, mode in ((os.fspath(path), text, 0o600), (pub, public, 0o644)):
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+                made.append(name)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data.encode("ascii"))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        except OSError as err:
+            for name in made:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
+            failure = VaultError if err.errno == errno.EEXIST else StorageError
+            raise failure(f"Error: cannot write {err.filename or path}: {_why(err)}; nothing was written.") from err
         return public.strip()
 
     def sign(self, message: bytes, namespace: str = NAMESPACE) -> bytes:
@@ -301,6 +312,28 @@ def resolve_signing_key(
     if not isinstance(value, (str, os.PathLike)):
         raise BadKeyError("Error: signing_key must be a SigningKey or a key file's path.")
     return SigningKey.load(value, passphrase)
+
+
+def _passphrase_bytes(passphrase: str | None) -> bytes | None:
+    """A passphrase as the bytes it was given in: one from the environment
+    or a command line that is not UTF-8 keeps its bytes (as ``ssh-keygen``
+    takes them), rather than failing to encode."""
+    return passphrase.encode("utf-8", "surrogateescape") if passphrase else None
+
+
+def _why(err: OSError) -> str:
+    """What a failed write of a key file means, in a few words."""
+    return {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is used up",
+        errno.EEXIST: "it exists (choose another file)",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "the folder is not writable",
+        errno.EPERM: "the folder is not writable",
+        errno.ENOENT: "no such folder",
+        errno.EISDIR: "it is a folder",
+        errno.ELOOP: "it is a symbolic link",
+    }.get(err.errno or 0, err.strerror or str(err))
 
 
 def _encrypted(data: bytes) -> bool:

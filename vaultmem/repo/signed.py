@@ -21,8 +21,15 @@ from dataclasses import dataclass
 import pygit2
 
 from vaultmem.core.crypto import Keyring
-from vaultmem.core.signers import BAD, UNSIGNED, Signers, show_time
-from vaultmem.core.signing import CHECKPOINT_NAMESPACE, SignatureError, SigningKey, parse_signature, split_signature
+from vaultmem.core.signers import BAD, UNKNOWN, UNSIGNED, Signers, show_time
+from vaultmem.core.signing import (
+    CHECKPOINT_NAMESPACE,
+    GPGSIG,
+    SignatureError,
+    SigningKey,
+    parse_signature,
+    split_signature,
+)
 from vaultmem.core.versions import parse_trailers, split_seal
 from vaultmem.errors import IntegrityError, VaultError
 from vaultmem.git import objects
@@ -48,6 +55,8 @@ class CommitFacts:
     actor: str | None  # the Vaultmem-Actor trailer
     author: str | None  # the author's name
     when: int  # the committer time, which git gives ssh-keygen
+    authors: int = 1  # how many author lines the commit has (git reads the first, and fsck refuses more)
+    committers: int = 1  # how many committer lines (git gives ssh-keygen the first one's time)
 
 
 def commit_facts(raw: bytes) -> CommitFacts:
@@ -55,16 +64,21 @@ def commit_facts(raw: bytes) -> CommitFacts:
     head, _, message = payload.partition(b"\n\n")
     author: str | None = None
     when = 0
+    authors = committers = 0
     for line in head.split(b"\n"):
         if line.startswith(b"author "):
-            author = line[7:].rsplit(b" <", 1)[0].decode("utf-8", "replace")
+            authors += 1
+            if authors == 1:  # the first, as git reads it
+                author = line[7:].rsplit(b" <", 1)[0].decode("utf-8", "replace")
         elif line.startswith(b"committer "):
-            try:
-                when = int(line.rsplit(b" ", 2)[1])
-            except (IndexError, ValueError):
-                when = 0
+            committers += 1
+            if committers == 1:
+                try:
+                    when = int(line.rsplit(b" ", 2)[1])
+                except (IndexError, ValueError):
+                    when = 0
     actors = parse_trailers(message.decode("utf-8", "replace")).get("Vaultmem-Actor")
-    return CommitFacts(payload, signature, actors[0] if actors else None, author, when)
+    return CommitFacts(payload, signature, actors[0] if actors else None, author, when, authors, committers)
 
 
 def judge(facts: CommitFacts, signers: Signers) -> tuple[str, str] | None:
@@ -77,6 +91,10 @@ def judge(facts: CommitFacts, signers: Signers) -> tuple[str, str] | None:
         sig.check(facts.payload)
     except SignatureError as err:
         return (BAD, f"the signature does not verify: {str(err).removeprefix('Error: ')}")
+    if facts.committers != 1:  # which time it was signed at is ambiguous: git and vaultmem could judge two
+        return (BAD, f"the commit has {facts.committers} committer lines, so when it was signed is ambiguous")
+    if facts.authors != 1:
+        return ("wrong actor", f"the commit names {facts.authors} authors; one commit has one author")
     actor = facts.actor or facts.author or ""
     if facts.author is not None and facts.actor is not None and facts.author != facts.actor:
         return ("wrong actor", f"the author {facts.author!r} is not the actor {facts.actor!r} of its trailers")
@@ -114,7 +132,7 @@ class CommitSignatures:
             value = required
         return value
 
-    def __call__(self, raw: bytes) -> tuple[bool, tuple[str, str] | None]:
+    def __call__(self, raw: bytes) -> tuple[bool | None, tuple[str, str] | None]:
         facts = commit_facts(raw)
         self.latest = max(self.latest, facts.when)
         if facts.signature is None:
@@ -122,6 +140,29 @@ class CommitSignatures:
                 return False, (UNSIGNED, "the commit carries no signature, and the policy required signatures")
             return False, None
         return True, judge(facts, self.signers)
+
+
+class SignedCommitsWithoutSigners(CommitSignatures):
+    """Judges each commit of ``main`` in a vault with no signers (nor a
+    policy requiring signatures): an unsigned commit is neither counted nor a
+    finding; a signed one is a finding, since no signer list says whose key
+    it is (the vault's signers branch was deleted, or a key that never was a
+    signer signed it)."""
+
+    def __init__(self) -> None:
+        super().__init__(Signers(), [])
+
+    def __call__(self, raw: bytes) -> tuple[bool | None, tuple[str, str] | None]:
+        if b"\n" + GPGSIG + b" " not in raw.partition(b"\n\n")[0]:
+            return None, None  # not counted: a vault without signers counts no unsigned commits
+        facts = commit_facts(raw)
+        if facts.signature is None:
+            return None, None
+        try:
+            key = parse_signature(facts.signature).key.fingerprint
+        except SignatureError as err:
+            return True, (BAD, f"the signature does not verify: {str(err).removeprefix('Error: ')}")
+        return True, (UNKNOWN, f"signed by key {key}, and the vault has no signers list to check it by")
 
 
 # -- the signers branch --------------------------------------------------------
@@ -167,19 +208,34 @@ def read_signers(repo: pygit2.Repository, keyring: Keyring) -> tuple[Signers, st
     return Signers.from_bytes(_blob_at(repo, target, SIGNERS_FILE)), str(target)
 
 
+# Commits of a signers branch whose whole history this process has checked
+# and found sound, with the list each sets: (git folder, commit) -> Signers.
+# A commit is its content, so what held for it holds while it exists; the
+# next change is checked from the newest one known here, not from the first.
+_CHECKED: dict[tuple[str, bytes], Signers] = {}
+_CHECKED_KEPT = 64
+
+
 def signers_problems(
-    repo: pygit2.Repository, keyring: Keyring, tip: pygit2.Oid | None = None
+    repo: pygit2.Repository, keyring: Keyring, tip: pygit2.Oid | None = None, *, again: bool = False
 ) -> list[tuple[str, str, str]]:
     """Each commit of the signers branch (or of the history ending at
     ``tip``, a pull's), oldest first, must be sealed and signed by an
     operator of the list before it (the first: by an operator it adds
-    itself).  Returns (commit, kind, detail) for each that is not."""
+    itself).  Returns (commit, kind, detail) for each that is not.  The
+    part of the history checked sound before in this process is taken as
+    checked, unless ``again`` (verify checks every commit every time)."""
     target = tip if tip is not None else _target(repo, SIGNERS_REF)
     if target is None:
         return []
     chain: list[pygit2.Oid] = []
     oid: pygit2.Oid | None = target
+    before = Signers()
     while oid is not None:
+        known = None if again else _CHECKED.get((repo.path, oid.raw))
+        if known is not None:
+            before = known
+            break
         chain.append(oid)
         try:
             parents = repo[oid].peel(pygit2.Commit).parent_ids
@@ -187,7 +243,6 @@ def signers_problems(
             return [(str(oid), "object", "a commit of the signers branch is missing or damaged")]
         oid = parents[0] if parents else None
     out: list[tuple[str, str, str]] = []
-    before = Signers()
     for oid in reversed(chain):
         try:
             raw = _sealed_raw(repo, keyring, oid, "signers list")
@@ -205,6 +260,10 @@ def signers_problems(
         if problem is not None:
             out.append((str(oid), problem[0], f"signers branch: {problem[1]}"))
         before = after
+        if not out:  # sound from the first commit to this one
+            if len(_CHECKED) >= _CHECKED_KEPT:
+                del _CHECKED[next(iter(_CHECKED))]
+            _CHECKED[(repo.path, oid.raw)] = after
     return out
 
 
@@ -263,31 +322,31 @@ def make_checkpoint(head: str, count: int, now: int, signer: str, key: SigningKe
 
 def parse_checkpoints(text: str) -> list[Checkpoint]:
     """Every checkpoint in a file (they are appended one after another)."""
-    out: list[Checkpoint] = []
-    for chunk in text.split(CHECKPOINT_HEADER + "\n")[1:]:
-        whole = CHECKPOINT_HEADER + "\n" + chunk
-        fields: dict[str, str] = {}
-        for line in chunk.split("\n"):
-            if line.startswith("-----BEGIN"):
-                break
-            name, _, value = line.partition(" ")
-            fields[name] = value
-        try:
-            out.append(Checkpoint(fields["head"], int(fields["commits"]), int(fields["time"]), fields["signer"], whole))
-        except (KeyError, ValueError) as err:
-            raise VaultError(
-                "Error: a checkpoint in the file is damaged: it lacks head, commits, time or signer."
-            ) from err
+    out = [_parse_checkpoint(whole) for whole in _checkpoint_texts(text)]
     if not out:
         raise VaultError("Error: the file holds no vaultmem checkpoint.")
     return out
 
 
-def checkpoint_problem(
-    repo: pygit2.Repository, head: pygit2.Oid | None, checkpoint: Checkpoint, signers: Signers, count: int
-) -> tuple[str, str] | None:
-    """Why ``main`` (at ``head``, reaching ``count`` commits) does not stand
-    where the checkpoint proves it stood, or None when it contains it."""
+def _checkpoint_texts(text: str) -> list[str]:
+    return [CHECKPOINT_HEADER + "\n" + chunk for chunk in text.split(CHECKPOINT_HEADER + "\n")[1:]]
+
+
+def _parse_checkpoint(whole: str) -> Checkpoint:
+    fields: dict[str, str] = {}
+    for line in whole.split("\n")[1:]:
+        if line.startswith("-----BEGIN"):
+            break
+        name, _, value = line.partition(" ")
+        fields[name] = value
+    try:
+        return Checkpoint(fields["head"], int(fields["commits"]), int(fields["time"]), fields["signer"], whole)
+    except (KeyError, ValueError) as err:
+        raise VaultError("Error: a checkpoint in the file is damaged: it lacks head, commits, time or signer.") from err
+
+
+def _signature_problem(checkpoint: Checkpoint, signers: Signers) -> tuple[str, str] | None:
+    """Why a checkpoint's signature does not count (as verify reports it), or None."""
     text = checkpoint.text
     start = text.find("-----BEGIN SSH SIGNATURE-----")
     if start < 0:
@@ -303,6 +362,17 @@ def checkpoint_problem(
             kind,
             f"the checkpoint of {show_time(checkpoint.time)} is not signed by a valid key of {checkpoint.signer!r}",
         )
+    return None
+
+
+def checkpoint_problem(
+    repo: pygit2.Repository, head: pygit2.Oid | None, checkpoint: Checkpoint, signers: Signers, count: int
+) -> tuple[str, str] | None:
+    """Why ``main`` (at ``head``, reaching ``count`` commits) does not stand
+    where the checkpoint proves it stood, or None when it contains it."""
+    problem = _signature_problem(checkpoint, signers)
+    if problem is not None:
+        return problem
     where = (
         f"the checkpoint of {show_time(checkpoint.time)} by {checkpoint.signer} saw main at "
         f"{checkpoint.head[:12]} with {checkpoint.commits} commit{'' if checkpoint.commits == 1 else 's'}"
@@ -324,15 +394,20 @@ def checkpoint_problem(
     return None
 
 
-def last_checkpoint(repo: pygit2.Repository) -> Checkpoint | None:
-    """The newest checkpoint on the vault's checkpoints branch."""
-    kept = checkpoints_kept(repo)
-    if not kept:
-        return None
-    try:
-        return max(parse_checkpoints(kept), key=lambda c: (c.commits, c.time))
-    except VaultError:
-        return None
+def last_checkpoint(repo: pygit2.Repository, signers: Signers) -> Checkpoint | None:
+    """The newest checkpoint on the vault's checkpoints branch that counts:
+    one whose signature is by a valid key of its signer (a damaged or forged
+    one, such as a claim of a billion commits, would stop the automatic
+    checkpoints for good)."""
+    counted: list[Checkpoint] = []
+    for whole in _checkpoint_texts(checkpoints_kept(repo)):
+        try:
+            made = _parse_checkpoint(whole)
+        except VaultError:
+            continue
+        if _signature_problem(made, signers) is None:
+            counted.append(made)
+    return max(counted, key=lambda c: (c.commits, c.time), default=None)
 
 
 def checkpoints_kept(repo: pygit2.Repository, ref: str = CHECKPOINTS_REF) -> str:

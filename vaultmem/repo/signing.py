@@ -9,13 +9,15 @@ key; the very first change is an operator adding themself.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import pygit2
 
-from vaultmem.core.signers import Signers, check_principal
+from vaultmem.core.signers import Signers, check_principal, check_reason
 from vaultmem.core.signing import PublicKey, SigningKey, parse_signature
 from vaultmem.errors import IntegrityError, SigningError, VaultError
 from vaultmem.git.commits import read_ref_or_damaged
@@ -26,6 +28,8 @@ from vaultmem.repo import signed
 from vaultmem.repo.engine import Engine, _check_label, setup_error
 from vaultmem.repo.history import commits, hiding_files
 from vaultmem.repo.verify import Finding
+
+_log = logging.getLogger("vaultmem")
 
 
 def _public(key: PublicKey | SigningKey | str) -> PublicKey:
@@ -40,6 +44,8 @@ def _public(key: PublicKey | SigningKey | str) -> PublicKey:
 
 class Signing(Engine):
     """The vault with signer management and checkpoints: see the module."""
+
+    _signer_files_for: str | None = ""  # the signers tip (hex) git's files were last made current for
 
     # -- signers -------------------------------------------------------------------
 
@@ -60,6 +66,9 @@ class Signing(Engine):
         assert callable(change)
         with self._lock.hold():
             self._commits.recover()
+            # a change killed after its commit, before git's files were rewritten: they are made current
+            # first, so that even a retry refused below ("nothing was changed") leaves stock git agreeing
+            self._refresh_signer_files()
             now = int(self.clock())
             current = self.signers
             new: Signers = change(current, now)
@@ -74,7 +83,8 @@ class Signing(Engine):
                     )
                 raise SigningError(f"Error: {problem}; nothing was changed.")
             signed.write_signers(self._commits, self._seal, key.sign, new, subject, trailers, actor, session, now)
-        self.refresh_allowed_signers()
+            # under the writer lock, so that two changes never leave git's files at the older one
+            self._refresh_signer_files()
         return new
 
     # -- the files stock git reads -------------------------------------------------------
@@ -90,7 +100,8 @@ class Signing(Engine):
         ``gpg.ssh.revocationFile`` at them, so ``git verify-commit`` and
         ``git log --show-signature`` check signatures with no vaultmem."""
         try:
-            allowed, revoked = self._write_signer_files()
+            with self._lock.hold():
+                allowed, revoked = self._write_signer_files()
             config = self.repo.config
             config["gpg.format"] = "ssh"
             config["gpg.ssh.allowedSignersFile"] = str(allowed)
@@ -100,7 +111,9 @@ class Signing(Engine):
         return allowed, revoked
 
     def refresh_allowed_signers(self) -> None:
-        """Rewrite git's files after the signers changed, if ``git-setup`` set them up."""
+        """Rewrite git's files after the signers changed, if ``git-setup`` set
+        them up (the caller holds the writer lock).  Raises OSError when they
+        cannot be written."""
         allowed, _ = self.allowed_signers_paths()
         try:
             configured = self.repo.config["gpg.ssh.allowedSignersFile"]
@@ -109,19 +122,50 @@ class Signing(Engine):
         if configured == str(allowed):
             self._write_signer_files()
 
+    def _refresh_signer_files(self) -> None:
+        """:meth:`refresh_allowed_signers` where a signer change already
+        stands: a file that cannot be written is logged, not raised (the next
+        write under the writer lock, or ``vaultmem git-setup``, writes it)."""
+        try:
+            self.refresh_allowed_signers()
+        except (OSError, pygit2.GitError) as err:  # a full disk, or a git config being rewritten
+            _log.warning(
+                "vaultmem: git's allowed-signers file could not be rewritten (%s); stock git may judge signatures "
+                "by the old signers until the next write or `vaultmem git-setup`",
+                err.strerror if isinstance(err, OSError) and err.strerror else err,
+            )
+            self._signer_files_for = ""
+            return
+        tip = read_ref_or_damaged(self.path, signed.SIGNERS_REF)
+        self._signer_files_for = tip.hex() if tip is not None else None
+
     def _signers_changed(self) -> None:
-        self.refresh_allowed_signers()
+        self._refresh_signer_files()  # a pull's moves stand whether or not git's files can be written
 
     def _write_signer_files(self) -> tuple[Path, Path]:
+        """Write both files whole (a new file renamed over the old one), each
+        only when it differs from what is there."""
         allowed, revoked = self.allowed_signers_paths()
         signers = self.signers
         for path, data in ((allowed, signers.allowed_signers()), (revoked, signers.revoked_keys())):
-            temporary = path.with_name(f".{path.name}.{os.getpid()}")
-            with open(temporary, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(temporary, path)
+            try:
+                with open(path, "rb") as fh:
+                    if fh.read(len(data) + 1) == data:
+                        continue
+            except OSError:
+                pass  # not there yet, or unreadable: written below
+            fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(temporary, 0o644)  # public keys, for git run by any user of the vault
+                os.replace(temporary, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
         return allowed, revoked
 
     def add_signer(
@@ -183,8 +227,7 @@ class Signing(Engine):
         ``compromised``, every signature they ever made stops counting."""
         check_principal(principal)
         public = _public(key) if key is not None else None
-        if "\n" in reason or len(reason) > 500:
-            raise VaultError("Error: the reason must be one line of at most 500 characters.")
+        check_reason(reason)
         trailers = [("Vaultmem-Command", "signer-revoke"), ("Vaultmem-Signer", principal)]
         if compromised:
             trailers.append(("Vaultmem-Compromised", "yes"))
@@ -241,13 +284,16 @@ class Signing(Engine):
         except IntegrityError:  # a damaged policy or signers list: reported on its own below
             signers, required = Signers(), []
         try:
-            problems = signed.signers_problems(self.repo, self.keyring)
+            problems = signed.signers_problems(self.repo, self.keyring, again=True)
         except IntegrityError as err:  # the branch is not a plain ref: a finding, as every problem is
             problems = [("", "object", str(err).removeprefix("Error: "))]
         for commit, kind, detail in problems:
             findings.append(Finding(kind, commit or None, None, detail))  # type: ignore[arg-type]
         if not signers and not any(flag for _, flag in required):
-            return None
+            # no signers to judge by: a signed commit is still a finding (its signers branch was
+            # deleted, or it was signed by a key that never was a signer), so that verify does not
+            # call a signed history whose signers are gone "no problems found"
+            return signed.SignedCommitsWithoutSigners()
         return signed.CommitSignatures(signers, required)
 
     def _checkpoint_findings(
@@ -257,6 +303,14 @@ class Signing(Engine):
             signers = signed.read_signers(self.repo, self.keyring)[0]
         except IntegrityError:  # reported by the signers branch's own check
             signers = Signers()
+        if not signers:  # none, or none readable: a checkpoint's signature cannot be judged
+            if any(given):
+                return [
+                    Finding(
+                        "checkpoint", None, None, "checkpoints were given, but the vault has no signers to check them"
+                    )
+                ]
+            return []
         texts = [*given, signed.checkpoints_kept(repo)]
         for remote in sharing.list_remotes(repo):  # each server's copy, as last fetched
             texts.append(signed.checkpoints_kept(repo, sharing.tracking(remote.name, signed.CHECKPOINTS_REF)))
@@ -333,13 +387,16 @@ class Signing(Engine):
         the policy asks for one every N commits and the actor signs."""
         if self.signing_key(actor) is None:  # most writers: no read of the policy for this
             return
+        known = self._signers  # read under this lock to check the signature just made
+        if known is None or known[0] != self._signer_files_for:
+            self._refresh_signer_files()  # once per signers change: one killed before it rewrote them
         every = self.policy.checkpoint_every
         if every is None:
             return
         count = self._main_count(pygit2.Oid(raw=commit))
         tip = read_ref_or_damaged(self.path, signed.CHECKPOINTS_REF)
         if self._last_checkpoint is None or self._last_checkpoint[0] != tip:  # read once per checkpoint made
-            self._last_checkpoint = (tip, signed.last_checkpoint(self.repo))
+            self._last_checkpoint = (tip, signed.last_checkpoint(self.repo, self.signers))
         last = self._last_checkpoint[1]
         if last is not None and count - last.commits < every:
             return

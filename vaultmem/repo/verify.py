@@ -68,7 +68,8 @@ Kind = Literal[
     "bad signature",
     "checkpoint",
 ]
-SignatureCheck = Callable[[bytes], "tuple[bool, tuple[str, str] | None]"]  # raw commit -> (signed, problem)
+# raw commit -> (signed, problem); signed None: neither counted as signed nor as unsigned
+SignatureCheck = Callable[[bytes], "tuple[bool | None, tuple[str, str] | None]"]
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class Verifier:
             signed, problem = self.signatures(raw)
             if signed and problem is None:
                 self.report.signed += 1
-            elif not signed:
+            elif signed is False:
                 self.report.unsigned += 1
             if problem is not None:
                 self.find(problem[0], None, problem[1])  # type: ignore[arg-type]
