@@ -28,6 +28,7 @@ Nothing here does I/O; it only builds dictionaries.
 from __future__ import annotations
 
 import contextlib
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -120,7 +121,13 @@ def _system(system: str | Iterable[Mapping[str, Any]] | None, guidance: str) -> 
         return guidance or None
     if isinstance(system, str):
         return "\n\n".join(part for part in (system, guidance) if part)
-    blocks = [dict(block) for block in system]
+    given = list(system) if isinstance(system, Iterable) and not isinstance(system, (bytes, Mapping)) else None
+    if given is None or not all(isinstance(block, Mapping) for block in given):
+        raise VaultError(
+            "Error: system must be a string or a list of text blocks ({'type': 'text', 'text': ...}), "
+            f"not {type(system).__name__}."
+        )
+    blocks = [dict(block) for block in given]
     if guidance:
         blocks.append({"type": "text", "text": guidance})
     return blocks
@@ -160,8 +167,18 @@ def memory_request(
     others = list(tools)
     if any(_tool_type(tool) == MEMORY_TOOL_TYPE for tool in others):
         raise VaultError("Error: tools= already holds a memory tool; a request may declare only one.")
+    if isinstance(messages, Mapping):
+        raise VaultError("Error: messages must be a list of message dicts, not one message: put it in [...].")
     if isinstance(messages, (str, bytes)) or not messages:
         raise VaultError("Error: messages must be a non-empty list of message dicts.")
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise VaultError(
+                f"Error: messages[{index}] must be a message dict such as {{'role': 'user', 'content': ...}}, "
+                f"not {type(message).__name__}."
+            )
+    if not isinstance(model, str) or not model.strip():
+        raise VaultError(f"Error: model must be a model name such as {DEFAULT_MODEL!r}, not {model!r}.")
     if not is_int(max_tokens) or max_tokens < 1:
         raise VaultError(f"Error: max_tokens must be a whole number of at least 1, not {max_tokens!r}.")
     all_betas = [MEMORY_BETA]
@@ -195,12 +212,47 @@ def memory_request(
 
 # -- showing a session to people ---------------------------------------------------
 
+SHOWN_VALUE_CHARS = 80  # a longer path (or other value) is cut when a call is shown
+NOT_RUN = (
+    "Error: this memory call was not run: the reply stopped ({stop_reason}) before it was complete. "
+    "Make the call again if it is still needed."
+)
 
-def describe_call(params: Mapping[str, Any]) -> str:
-    """A memory call as one short line: ``create /memories/a.txt``, ``rename A -> B``."""
-    if params.get("command") == "rename":
-        return f"rename {params.get('old_path')} -> {params.get('new_path')}"
-    return f"{params.get('command')} {params.get('path')}"
+
+def printable(text: str, *, lines: bool = True) -> str:
+    """``text`` safe to write to a terminal: control characters (escape
+    sequences, carriage returns, bells) are shown as ``\\x1b``-style escapes,
+    never sent.  With ``lines`` (Claude's prose) newlines and tabs stay;
+    without (one line: a path), invisible format characters such as bidi
+    overrides and line separators are shown as escapes too.  What Claude
+    writes is shown to people, not obeyed by their terminal."""
+    escaped = ("Cc",) if lines else ("Cc", "Cf", "Zl", "Zp")
+    keep = "\n\t" if lines else ""
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if ch not in keep and unicodedata.category(ch) in escaped else ch
+        for ch in text
+    )
+
+
+def _shown_value(value: object) -> str:
+    raw = value if isinstance(value, str) else repr(value)
+    shown = printable(raw, lines=False)
+    if len(shown) <= SHOWN_VALUE_CHARS:
+        return shown
+    return f"{shown[:SHOWN_VALUE_CHARS]}... [{len(raw):,} characters]"
+
+
+def describe_call(params: object) -> str:
+    """A memory call as one short printable line: ``create /memories/a.txt``,
+    ``rename A -> B``; whatever the model sent (a long or odd path, no
+    command, an input that is not an object) is shown, never trusted."""
+    if not isinstance(params, Mapping):
+        return f"(not a JSON object: {type(params).__name__})"
+    command = params.get("command")
+    shown = "(no command)" if command is None else _shown_value(command)
+    if command == "rename":
+        return f"rename {_shown_value(params.get('old_path'))} -> {_shown_value(params.get('new_path'))}"
+    return f"{shown} {_shown_value(params.get('path'))}"
 
 
 def result_text(result: Mapping[str, Any]) -> str:
@@ -218,21 +270,39 @@ def tool_results(response: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [b for b in response["content"] if isinstance(b, Mapping) and b.get("type") == "tool_result"]
 
 
+def _not_run(message: Any) -> dict[str, Any] | None:
+    """The answer to the tool calls of a reply that stopped before it was
+    complete (``max_tokens``, ``refusal``, ...): none of them runs, since its
+    input may be cut short, and each is answered as not run so that the
+    conversation stays one the API accepts."""
+    calls = [block for block in message.content if block.type == "tool_use"]
+    if not calls:
+        return None
+    why = NOT_RUN.format(stop_reason=message.stop_reason or "no stop reason")
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": c.id, "content": why, "is_error": True} for c in calls],
+    }
+
+
 def converse(
     client: Any,
     request: Mapping[str, Any],
     conversation: list[Any],
     *,
     on_text: Callable[[str], None],
-    on_call: Callable[[Mapping[str, Any]], None],
+    on_call: Callable[[object], None],
     on_result: Callable[[Mapping[str, Any]], None],
     waiting: Callable[[str], AbstractContextManager[object]] | None = None,
 ) -> None:
     """One user turn through the SDK's tool runner (``client.beta.messages``):
     each message Claude sends and each batch of tool results sent back is
     appended to ``conversation`` and reported: Claude's text to ``on_text``,
-    each memory call to ``on_call``, each ``tool_result`` to ``on_result``.
-    ``waiting(what)`` wraps the waits (a spinner)."""
+    each memory call's input (as Claude sent it: any JSON value) to
+    ``on_call``, each ``tool_result`` to ``on_result``.  Tool calls run only
+    when the reply asks for them (stop reason ``tool_use``); those of a reply
+    cut short are answered as not run.  ``waiting(what)`` wraps the waits (a
+    spinner)."""
     wait = waiting if waiting is not None else (lambda what: contextlib.nullcontext())
     runner = client.beta.messages.tool_runner(**request)
     while True:
@@ -245,9 +315,14 @@ def converse(
             if block.type == "text":
                 on_text(block.text)
             elif block.type == "tool_use" and block.name == "memory":
-                on_call(dict(block.input))
-        with wait("running memory commands"):
-            response = runner.generate_tool_call_response()
+                on_call(block.input)
+        if message.stop_reason == "tool_use":
+            with wait("running memory commands"):
+                response = runner.generate_tool_call_response()
+        elif message.stop_reason in ("pause_turn", "compaction"):
+            continue  # the runner sends the turn back for the API to finish
+        else:
+            response = _not_run(message)
         if response is None:
             continue
         conversation.append(response)

@@ -10,14 +10,19 @@ honoured, as the SDK does); without a key the command explains how to get one.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping
+import signal
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
-from vaultmem.anthropic.agent import converse, describe_call, memory_request, result_text
+from vaultmem.anthropic.agent import converse, describe_call, memory_request, printable, result_text
 from vaultmem.cli.progress import Spinner
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 EXIT_WORDS = ("/exit", "/quit")
 
 NO_KEY = f"""vaultmem chat talks to Claude, so it needs an Anthropic API key.
@@ -33,9 +38,19 @@ def has_api_key() -> bool:
     return bool(os.environ.get(API_KEY_ENV, "").strip())
 
 
+REASON_CHARS = 500  # an error message longer than this (a proxy's whole HTML page) is cut
+
+
 def _first_line(text: str) -> str:
     first, _, rest = text.partition("\n")
-    return first + (" ..." if rest else "")
+    return printable(first, lines=False) + (" ..." if rest else "")
+
+
+def _sentence(text: str) -> str:
+    text = printable(" ".join(text.split()), lines=False)
+    if len(text) > REASON_CHARS:
+        text = text[:REASON_CHARS] + " ..."
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def _reason(error: Any) -> str:
@@ -43,8 +58,66 @@ def _reason(error: Any) -> str:
     body = getattr(error, "body", None)
     detail = body.get("error") if isinstance(body, dict) else None
     message = detail.get("message") if isinstance(detail, dict) else None
-    text = " ".join(str(message if isinstance(message, str) and message else error.message).split())
-    return text if text.endswith((".", "!", "?")) else text + "."
+    return _sentence(str(message if isinstance(message, str) and message else error.message))
+
+
+def _unreadable(error: Exception) -> str:
+    """Why an answer that is not the Messages API's could not be used, as one sentence."""
+    detail = str(error) or type(error).__name__
+    return _sentence(
+        f"the answer could not be read as the Messages API's ({type(error).__name__}: {detail}); "
+        f"is something other than the API (a proxy, or {BASE_URL_ENV}) answering?"
+    )
+
+
+class _CtrlC:
+    """Ctrl-C that waits for the memory call under way to finish.
+
+    A memory call is one commit; a ``KeyboardInterrupt`` raised in the middle
+    of one (after the ref is locked, before it is moved) would leave the
+    commit half done.  While a call runs, Ctrl-C is noted and raised as soon
+    as the call returns; anywhere else it is raised at once, as usual."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.pending = False
+
+    def handler(self, signum: int, frame: object) -> None:
+        if self.calls:
+            self.pending = True
+            return
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        self.calls += 1
+        try:
+            yield
+        finally:
+            self.calls -= 1
+        if self.pending and not self.calls:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self, memory: Any) -> Iterator[None]:
+        """The handler, and ``memory.call`` wrapped, for the chat's length (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        plain = memory.call
+
+        def guarded(params: object) -> Any:
+            with self.call():
+                return plain(params)
+
+        previous = signal.signal(signal.SIGINT, self.handler)
+        memory.call = guarded
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            del memory.call  # the class's own method again
 
 
 def run(
@@ -71,6 +144,26 @@ def run(
         "Type /exit or press Ctrl-D to leave.\n"
     )
     out.flush()
+    with _CtrlC().installed(memory):
+        return _loop(
+            memory, client, model, max_tokens, read_line, out, err, topic=topic, context_editing=context_editing
+        )
+
+
+def _loop(
+    memory: Any,
+    client: Any,
+    model: str,
+    max_tokens: int,
+    read_line: Callable[[str], str],
+    out: TextIO,
+    err: TextIO,
+    *,
+    topic: str | None,
+    context_editing: bool,
+) -> int:
+    import anthropic
+
     conversation: list[Any] = []
     while True:
         try:
@@ -78,6 +171,9 @@ def run(
         except EOFError:
             out.write("\n")
             return 0
+        except KeyboardInterrupt:  # Ctrl-C at the prompt: leave, on a line of its own
+            out.write("\n")
+            return 130
         if line.strip() in EXIT_WORDS:
             return 0
         if not line.strip():
@@ -94,14 +190,24 @@ def run(
         )
         try:
             _turn(client, request, conversation, out, err)
+        except KeyboardInterrupt:
+            # A memory call is one commit, made whole or not at all: what was
+            # written before Ctrl-C stays; say where to see it.
+            out.flush()
+            err.write(
+                "vaultmem: interrupted. Memory changes made before it are kept, each a version: "
+                f"vaultmem log --session {memory.session}\n"
+            )
+            return 130
         except anthropic.AuthenticationError as error:
             err.write(f"vaultmem: the API refused the key in {API_KEY_ENV}: {_reason(error)}\n")
             return 2
-        except anthropic.APIError as error:
+        except Exception as error:  # the API's errors, or an answer that is not the API's
             # Memory changes already made stay (each is a commit); the conversation
             # goes back to before this line so it stays well-formed.
             del conversation[start:]
-            err.write(f"vaultmem: the request to Claude failed: {_reason(error)} Try again, or /exit.\n")
+            why = _reason(error) if isinstance(error, anthropic.APIError) else _unreadable(error)
+            err.write(f"vaultmem: the request to Claude failed: {why} Try again, or /exit.\n")
 
 
 def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: TextIO, err: TextIO) -> None:
@@ -113,12 +219,16 @@ def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: Te
         marker = "  [error] " if block.get("is_error") else "  [done] "
         show(marker + _first_line(result_text(block)))
 
-    converse(
-        client,
-        request,
-        conversation,
-        on_text=lambda text: show(f"claude> {text}"),
-        on_call=lambda params: show(f"  [memory] {describe_call(params)}"),
-        on_result=result,
-        waiting=lambda what: Spinner(what, stream=err),
-    )
+    with warnings.catch_warnings():
+        # The SDK's warnings (a tool Claude was not given, an input it did not
+        # expect) are for developers; the chat shows the call's error result.
+        warnings.simplefilter("ignore")
+        converse(
+            client,
+            request,
+            conversation,
+            on_text=lambda text: show(f"claude> {printable(text)}"),
+            on_call=lambda params: show(f"  [memory] {describe_call(params)}"),
+            on_result=result,
+            waiting=lambda what: Spinner(what, stream=err),
+        )

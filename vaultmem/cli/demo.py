@@ -229,7 +229,10 @@ def run(folder: str | None, out: TextIO, model: str = DEFAULT_MODEL) -> None:
             memory = VaultMemoryTool(vault, actor=ACTOR, session=SESSION)
             p.heading(f"The conversation (actor {ACTOR}, session {SESSION})")
             with ReplayServer(script()) as server:
-                client = anthropic.Anthropic(base_url=server.url, api_key="replay", max_retries=0)
+                # Only 127.0.0.1 is reached: no proxy the environment names (HTTP_PROXY,
+                # ALL_PROXY, ...) may stand between the client and the replay.
+                local = anthropic.DefaultHttpxClient(trust_env=False)
+                client = anthropic.Anthropic(base_url=server.url, api_key="replay", max_retries=0, http_client=local)
                 _converse(client, memory, model, p)
 
             p.heading("The audit log (vaultmem log; git log shows the same without the key)")
