@@ -229,30 +229,31 @@ class CommitPath:
         commit = encode(draft, headers, sign)
         pack = objects.build_pack([*new_objects, commit])
         self.fresh.begin()
-        self.lock.write_intent(durable.Intent(ref, commit.id.hex(), pack.name))
-        _step("locked")
         made: list[str] = []
         keep: str | None = None
         move: Move | None = None
         moved = False
-        try:
-            keep = self._keep(pack.name)
-            if keep is not None:
-                made.append(keep)
-            _step("kept")
-            self._install(pack, made=made)
-            move = self._journal(Move(0, ref, expected or ZERO, commit.id, self.epoch, pack.data), pack)
-            _step("durable")
-            self._move(ref, expected, commit.id)
-            moved = True
-            _step("moved")
-        except OSError as err:
-            raise _storage_error(err) from err
-        finally:
-            if not moved:
-                if move is not None:
-                    self._void(move)  # durable, but the ref never moved: never repair it into place
-                _remove(made)  # the keep, and a pack nothing refers to
+        with durable.HeldSignals():  # Ctrl-C: after the move is whole, made or not
+            self.lock.write_intent(durable.Intent(ref, commit.id.hex(), pack.name))
+            _step("locked")
+            try:
+                keep = self._keep(pack.name)
+                if keep is not None:
+                    made.append(keep)
+                _step("kept")
+                self._install(pack, made=made)
+                move = self._journal(Move(0, ref, expected or ZERO, commit.id, self.epoch, pack.data), pack)
+                _step("durable")
+                self._move(ref, expected, commit.id)
+                moved = True
+                _step("moved")
+            except OSError as err:
+                raise _storage_error(err) from err
+            finally:
+                if not moved:
+                    if move is not None:
+                        self._void(move)  # durable, but the ref never moved: never repair it into place
+                    _remove(made)  # the keep, and a pack nothing refers to
         if hold:
             self.held_add(pack.name)
         if keep is not None:
@@ -271,19 +272,20 @@ class CommitPath:
         journaled (without a pack: nothing to rebuild), then made.  RefMoved if
         the ref holds anything but ``expected``; on any failure nothing is
         changed.  The caller holds the writer lock and checked ``new``."""
-        self.lock.write_intent(durable.Intent(ref, new.hex(), ""))
         move: Move | None = None
         moved = False
-        try:
-            durable.sync_filesystem(self.gitdir)
-            move = self._append(Move(0, ref, expected or ZERO, new, self.epoch, b""))
-            self._move(ref, expected, new)
-            moved = True
-        except OSError as err:
-            raise _storage_error(err) from err
-        finally:
-            if not moved and move is not None:
-                self._void(move)
+        with durable.HeldSignals():
+            self.lock.write_intent(durable.Intent(ref, new.hex(), ""))
+            try:
+                durable.sync_filesystem(self.gitdir)
+                move = self._append(Move(0, ref, expected or ZERO, new, self.epoch, b""))
+                self._move(ref, expected, new)
+                moved = True
+            except OSError as err:
+                raise _storage_error(err) from err
+            finally:
+                if not moved and move is not None:
+                    self._void(move)
 
     def _move(self, ref: str, expected: bytes | None, new: bytes, *, check: bool = True) -> None:
         """Move ``ref`` from ``expected`` to ``new`` as git does: its lock,
@@ -297,22 +299,23 @@ class CommitPath:
         was made with, or nothing (docs/format.md, "Files freed after the
         call, never written twice")."""
         ref_path = os.path.join(self.gitdir, ref)
-        lock_path = self._take_ref_lock(ref, new)
-        old = os.path.join(self.trash, f"ref-{new.hex()}")
-        kept = False
-        try:
-            _step("ref-locked")
-            if check and self._current(ref) != expected:
-                raise RefMoved(f"Error: {ref} moved while the change was being made; try again.")
-            kept = self._link_into_trash(ref_path, old)
-            os.rename(lock_path, ref_path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(lock_path)
-            if kept:
+        with durable.HeldSignals():  # a repair's move too: never a lock left or a move half taken back
+            lock_path = self._take_ref_lock(ref, new)
+            old = os.path.join(self.trash, f"ref-{new.hex()}")
+            kept = False
+            try:
+                _step("ref-locked")
+                if check and self._current(ref) != expected:
+                    raise RefMoved(f"Error: {ref} moved while the change was being made; try again.")
+                kept = self._link_into_trash(ref_path, old)
+                os.rename(lock_path, ref_path)
+            except BaseException:
                 with contextlib.suppress(OSError):
-                    os.unlink(old)
-            raise
+                    os.unlink(lock_path)
+                if kept:
+                    with contextlib.suppress(OSError):
+                        os.unlink(old)
+                raise
 
     def _link_into_trash(self, target: str, name: str) -> bool:
         """Give ``target`` the extra name ``name`` in the trash; False when
@@ -379,6 +382,7 @@ class CommitPath:
                             "so nothing was changed. Try again when it has finished; if no git command is "
                             f"running, that file was left by one that died: remove {ref}.lock from the vault's folder."
                         ) from None
+                    durable.deliver_held()  # nothing made yet: a Ctrl-C while waiting stops the write now
                     time.sleep(pause)
                     pause = min(pause * 2, 0.05)
                 except OSError as err:

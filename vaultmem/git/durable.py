@@ -17,12 +17,14 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import signal
 import threading
 import weakref
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import cast
 
 STATE_DIR = "vaultmem"
@@ -219,3 +221,77 @@ def read_legacy_pending(gitdir: Path) -> LegacyPending | None:
 def remove_legacy_pending(gitdir: Path) -> None:
     with contextlib.suppress(OSError):
         (gitdir / STATE_DIR / "pending").unlink()
+
+
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_held_depth = 0  # nested holds in the main thread (only it runs signal handlers)
+_held_handlers: dict[int, Callable[[int, FrameType | None], object]] = {}  # what the outermost hold replaced
+_caught: list[tuple[int, FrameType | None]] = []
+
+
+def _catch(signum: int, frame: FrameType | None) -> None:
+    _caught.append((signum, frame))
+
+
+class HeldSignals:
+    """Hold Ctrl-C (SIGINT) and SIGTERM while a ref moves: a Python handler
+    for them (KeyboardInterrupt, or the application's own) runs only once
+    the move is whole, made or not made, or at a point of the move where
+    nothing is half done (:func:`deliver_held`).  A handler run between two
+    other steps (the ref lock made and not yet renamed, the ref renamed and
+    not yet recorded as moved) would leave a lock no writer removes, or
+    take back the pack of a move that was made.  A signal whose action is
+    not a Python function (SIGTERM's default: the process ends) is not
+    held: that is a kill, which the journal repairs.  Only the main thread
+    runs Python's signal handlers, so a hold in another thread holds
+    nothing, and needs nothing."""
+
+    __slots__ = ("_holding",)
+
+    def __init__(self) -> None:
+        self._holding = False
+
+    def __enter__(self) -> None:
+        global _held_depth
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._holding = True
+        _held_depth += 1
+        if _held_depth > 1:
+            return
+        for signum in _HELD_SIGNALS:
+            handler = signal.getsignal(signum)
+            if callable(handler):
+                _held_handlers[signum] = handler
+                signal.signal(signum, _catch)
+
+    def __exit__(self, *exc: object) -> None:
+        global _held_depth
+        if not self._holding:
+            return
+        self._holding = False
+        _held_depth -= 1
+        if _held_depth:
+            return
+        handlers = dict(_held_handlers)
+        _held_handlers.clear()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        _run_caught(handlers)
+
+
+def deliver_held() -> None:
+    """Run now the handlers of the signals held so far: called where the
+    write has nothing half done (waiting for another program's lock), so a
+    Ctrl-C there is not held for the whole wait."""
+    if _caught and _held_depth and threading.current_thread() is threading.main_thread():
+        _run_caught(_held_handlers)
+
+
+def _run_caught(handlers: dict[int, Callable[[int, FrameType | None], object]]) -> None:
+    caught = _caught[:]
+    _caught.clear()
+    for signum, frame in caught:
+        handler = handlers.get(signum)
+        if handler is not None:
+            handler(signum, frame)  # Python's own SIGINT handler raises KeyboardInterrupt
