@@ -632,7 +632,6 @@ def test_no_key_and_no_terminal_exits_2_without_prompting(story: Story) -> None:
         ["log", "--bogus"],
         ["cat"],
         ["--key-file", "k", "--passphrase", "ls"],
-        [],
     ],
 )
 def test_usage_errors_exit_2_with_one_line(cli: Callable[..., Result], args: list[str]) -> None:
@@ -640,6 +639,15 @@ def test_usage_errors_exit_2_with_one_line(cli: Callable[..., Result], args: lis
     assert result.code == 2
     one_error_line(result.err)
     assert result.out == ""
+
+
+def test_no_command_at_all_exits_2_with_the_usage_then_one_line(cli: Callable[..., Result]) -> None:
+    """A new user's first `vaultmem`: the list of commands, then the error line."""
+    result = cli()
+    assert (result.code, result.out) == (2, "")
+    usage, _, last = result.err.rstrip("\n").rpartition("\n")
+    assert usage.startswith("usage: vaultmem ") and "\n    init " in usage
+    one_error_line(last + "\n")
 
 
 def test_a_passphrase_vault_through_the_environment(tmp_path: Path) -> None:

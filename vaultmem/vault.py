@@ -132,7 +132,7 @@ class Vault(Store):
     ) -> list[FileChange]:
         """Files that differ from version ``a`` to ``b`` (default: now), decrypted.
         ``a=None`` is the empty memory before the first version."""
-        target = paths.parse(path) if path is not None else MemoryPath(())
+        target = paths.parse(path, existing=True) if path is not None else MemoryPath(())
         before = self.snapshot(a) if a is not None else self._empty_snapshot()
         return changes(before, self.snapshot(b), target)
 

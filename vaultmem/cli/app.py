@@ -58,7 +58,7 @@ from vaultmem.cli.render import (
 )
 from vaultmem.core.policy import DURATIONS, Policy
 from vaultmem.core.values import is_unicode
-from vaultmem.errors import CommandError, NotFoundError, VaultError
+from vaultmem.errors import CommandError, NotFoundError, VaultError, WrongKeyError
 from vaultmem.ops.diff import unified, with_renames
 from vaultmem.ops.erase import ErasureResult
 from vaultmem.ops.memory import MemoryCommands, new_session
@@ -75,11 +75,19 @@ ENV_NEW_PASSPHRASE = "VAULTMEM_NEW_PASSPHRASE"
 
 
 class UsageError(Exception):
-    """The command line itself is wrong: exit 2 with one line."""
+    """The command line itself is wrong: exit 2 with one line (after
+    ``usage``, the help that says what to type, when there is one)."""
+
+    def __init__(self, message: str, usage: str = "") -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse would print usage and exit
+        if self.prog == "vaultmem" and message == "the following arguments are required: COMMAND":
+            # `vaultmem` alone: a new user's first try, which the list of commands answers
+            raise UsageError("give a command (see `vaultmem --help`).", usage=self.format_help())
         raise UsageError(_with_suggestion(self, message))
 
 
@@ -177,13 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command, purpose in _named_leaves(parser):
         # Given after the command too (`vaultmem ls --vault X`), as git and gh
         # take them; there, an option overrides the same option given before.
-        _global_options(command, *[argparse.SUPPRESS] * 4)
-        signers_cli.signing_options(command, argparse.SUPPRESS)
+        if name not in OWN_VAULT:
+            _global_options(command, *[argparse.SUPPRESS] * 4)
+            signers_cli.signing_options(command, argparse.SUPPRESS)
         command.description = purpose[:1].upper() + purpose[1:] + "."
         command.epilog = (EPILOGS.get(name, "") + "\n\n" if name in EPILOGS else "") + f"example:\n  {EXAMPLES[name]}"
         command.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
+
+# Commands that make their own vault and key, so take no vault, key or signing options.
+OWN_VAULT = ("demo",)
 
 # One example a command, shown at the end of its --help (each parses: tested).
 EXAMPLES = {
@@ -325,7 +337,10 @@ def _policy_parser(commands: _Commands) -> _Commands:
 
 
 def _demo_parser(commands: _Commands) -> None:
-    demo = commands.add_parser("demo", help="an offline agent session against the vault, Claude's turns replayed")
+    demo = commands.add_parser(
+        "demo",
+        help="an offline agent session on a temporary vault (or a new one in FOLDER), Claude's turns replayed",
+    )
     demo.add_argument("folder", metavar="FOLDER", nargs="?", help="keep the demo vault here (key in FOLDER.key)")
     demo.add_argument(
         "--example",
@@ -377,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return _run(args)
     except UsageError as err:
+        sys.stderr.write(err.usage)
         return _fail(str(err))
     except VaultError as err:
         return _fail(_in_cli_words(err))
@@ -505,7 +521,23 @@ def _open(args: argparse.Namespace) -> Vault:
     from vaultmem.vault import Vault
 
     fallback = args.textconv_key_file if args.command == "git-setup" else None
-    return Vault.open(args.vault, **_key_args(args, create=False, fallback_key_file=fallback))
+    given = _key_args(args, create=False, fallback_key_file=fallback)
+    try:
+        return Vault.open(args.vault, **given)
+    except WrongKeyError:
+        # An older vaultmem kept a passphrase file's BOM as part of the
+        # passphrase: the same file still opens a vault made that way.
+        if not (args.passphrase_file and _starts_with_bom(args.passphrase_file)):
+            raise
+        return Vault.open(args.vault, passphrase="\ufeff" + given["passphrase"])
+
+
+def _starts_with_bom(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(3) == b"\xef\xbb\xbf"
+    except OSError:
+        return False
 
 
 def _key_args(

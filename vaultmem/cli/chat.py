@@ -11,8 +11,10 @@ honoured, as the SDK does); without a key the command explains how to get one.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -68,6 +70,31 @@ def _unreadable(error: Exception) -> str:
         f"the answer could not be read as the Messages API's ({type(error).__name__}: {detail}); "
         f"is something other than the API (a proxy, or {BASE_URL_ENV}) answering?"
     )
+
+
+PROXY_ENVS = ("ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+
+
+def _client() -> Any:
+    """The SDK's client, or why it cannot be made, as one sentence: a SOCKS
+    proxy in the environment needs the ``socksio`` package, which the SDK
+    does not install."""
+    import anthropic
+
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None  # the half-made client fails again as it is collected
+    try:
+        try:
+            return anthropic.Anthropic()
+        except ImportError as error:
+            if "socksio" not in str(error):
+                raise
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    names = [n for n in PROXY_ENVS if os.environ.get(n, "").strip().lower().startswith("socks")]
+    name = names[0] if names else "the proxy variable"
+    return f"{name} names a SOCKS proxy, which needs the socksio package: run `pip install socksio`, or unset {name}."
 
 
 class _CtrlC:
@@ -134,10 +161,11 @@ def run(
 ) -> int:
     """The chat loop; returns the exit code.  ``read_line(prompt)`` raises
     EOFError at the end of input (``input`` does)."""
-    import anthropic
-
     if client is None:
-        client = anthropic.Anthropic()
+        client = _client()
+        if isinstance(client, str):
+            err.write(f"vaultmem: {client}\n")
+            return 2
     out.write(
         f"Chatting with {model}. Memory: {memory.vault.path} (actor {memory.actor}, session {memory.session}).\n"
         f"Every memory change is a commit: vaultmem log --session {memory.session}\n"

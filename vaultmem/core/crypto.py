@@ -100,12 +100,44 @@ class UserKey:
             raise BadKeyError("Error: the passphrase must be a non-empty string.")
         if not is_unicode(passphrase):
             raise BadKeyError(NOT_UNICODE_PASSPHRASE)
-        try:
-            scrypt = Scrypt(salt=_unb64(kdf["salt"]), length=32, n=int(kdf["n"]), r=int(kdf["r"]), p=int(kdf["p"]))
-        except (KeyError, ValueError, TypeError) as err:
-            raise NotAVaultError("Error: the vault's keyring has malformed passphrase settings.") from err
+        scrypt = Scrypt(salt=_checked_salt(kdf), length=32, n=kdf["n"], r=kdf["r"], p=kdf["p"])
         raw = scrypt.derive(passphrase.encode("utf-8"))
         return cls(Fernet(base64.urlsafe_b64encode(raw)), "passphrase", _derive(raw, b"vaultmem keyring mac 1"))
+
+
+# What a keyring's scrypt settings may be: never cheaper than vaultmem writes
+# (a keyring edited to n=2 would be a downgrade), never so costly that opening
+# runs out of memory or for hours (a keyring edited to p=2**20).
+_SCRYPT_MIN_MEMORY = 128 * 2**15 * 8  # 32 MiB, as written
+_SCRYPT_MAX_MEMORY = 2**30  # 1 GiB
+_SCRYPT_MAX_WORK = 2**15 * 8 * 32  # 32 times the cost vaultmem writes
+_SALT_MIN_BYTES = 16
+
+
+def _checked_salt(kdf: Mapping[str, Any]) -> bytes:
+    """The salt of scrypt settings vaultmem would have written, or a one-line
+    error before any work: the settings come from a file anyone with write
+    access to the repository can edit."""
+    n, r, p, salt = (kdf.get(name) for name in ("n", "r", "p", "salt"))
+    try:
+        raw = _unb64(salt) if isinstance(salt, str) else b""
+    except ValueError:
+        raw = b""
+    numbers = all(type(v) is int and v >= 1 for v in (n, r, p))
+    if (
+        kdf.get("kdf") != "scrypt"
+        or not numbers
+        or n & (n - 1) != 0  # type: ignore[operator]
+        or not _SCRYPT_MIN_MEMORY <= 128 * n * r <= _SCRYPT_MAX_MEMORY  # type: ignore[operator]
+        or n * r * p > _SCRYPT_MAX_WORK  # type: ignore[operator]
+        or len(raw) < _SALT_MIN_BYTES
+    ):
+        shown = ", ".join(f"{name}={kdf.get(name)!r}"[:40] for name in ("kdf", "n", "r", "p"))
+        raise NotAVaultError(
+            f"Error: the vault's keyring has passphrase settings vaultmem does not write ({shown}): "
+            "it was edited outside vaultmem; restore it from a backup or a clone."
+        )
+    return raw
 
 
 def new_kdf_params() -> dict[str, Any]:
@@ -148,7 +180,7 @@ def read_secret_file(path: str | os.PathLike[str], what: str) -> str:
             "run `chmod 600` on it first."
         )
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # a BOM, as Windows Notepad saves one, is not the secret
             return fh.read()
     except (OSError, UnicodeDecodeError) as err:
         raise BadKeyError(f"Error: cannot read the {what}: it is not readable UTF-8 text.") from err
@@ -160,7 +192,8 @@ def read_key_file(path: str | os.PathLike[str]) -> UserKey:
 
 
 def read_passphrase_file(path: str | os.PathLike[str]) -> str:
-    """A passphrase from the first line of a file (mode 0600, as a key file)."""
+    """A passphrase from the first line of a file (mode 0600, as a key file),
+    without a leading BOM; spaces around it are kept, as part of it."""
     lines = read_secret_file(path, "passphrase file").splitlines()
     if not lines or not lines[0]:
         raise BadKeyError("Error: the passphrase file is empty: its first line is the passphrase.")

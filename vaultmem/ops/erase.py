@@ -117,7 +117,7 @@ def versions_of(store: Store, path: str, snap: Snapshot | None = None) -> list[F
     """Every file version ever stored at ``path`` (a file or a folder),
     following renames back, oldest first, in the history of ``snap``
     (default: ``main`` now)."""
-    target = paths.parse(path)
+    target = paths.parse(path, existing=True)
     if target.is_root:
         raise VaultError(
             "Error: forget takes a file or a folder below /memories; to erase everything a text matches, "
@@ -187,7 +187,7 @@ def _files_at(snap: Snapshot, here: MemoryPath) -> Iterable[tuple[MemoryPath, by
 
 def version_at(store: Store, version: str | datetime, path: str) -> FileVersion:
     """The file version of ``path`` in ``version`` (the content the file had then)."""
-    target = paths.parse(path)
+    target = paths.parse(path, existing=True)
     commit = store.commit_at(version)
     snap = store.snapshot_of(commit)
     entry = snap.entry(target)

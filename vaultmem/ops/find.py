@@ -78,7 +78,7 @@ def find(
     whose decrypted content or whose path matches ``pattern`` (a text, or
     with ``regex`` a Python regular expression), oldest first."""
     compiled = matcher(pattern, regex, ignore_case)
-    within = paths.parse(path) if path is not None else MemoryPath(())
+    within = paths.parse(path, existing=True) if path is not None else MemoryPath(())
     current = dict(store.snapshot().files(within))
     found: list[Match] = []
     for file_path, oid, commit in file_versions(store, within):

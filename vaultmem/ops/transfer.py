@@ -17,17 +17,22 @@ way for a path to enter or leave the store):
   that appears under ``F/memories`` only once it is complete; every file is
   created below the target by name, relative to a directory descriptor, never
   following a symlink, so nothing is ever written outside it.  A failed export
-  leaves nothing behind.  Exported files are plaintext: they are created mode
-  0600 in folders of mode 0700.
+  leaves nothing behind; what an export killed before it could clean up left
+  (its private staging folder) is removed by the next export to that folder.
+  Exported files are plaintext: they are created mode 0600 in folders of mode
+  0700.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -52,6 +57,8 @@ FILES_TRAILER = "Vaultmem-Files"
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_STAGING_PREFIX = ".vaultmem-export-"
+_ABANDONED_AFTER = 60  # seconds a staging folder is left alone, even unlocked
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -323,8 +330,11 @@ def export_folder(vault: Store, folder: str | os.PathLike[str], at: str | dateti
         created = True
     done = False
     try:
-        staging = Path(tempfile.mkdtemp(prefix=".vaultmem-export-", dir=base))
+        _remove_abandoned(base)
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=base))
+        holder = os.open(staging, _DIR_FLAGS)
         try:
+            fcntl.flock(holder, fcntl.LOCK_EX)  # held until this export ends: the folder is in use
             count, size = _write_tree(snap, staging)
             durable.sync_filesystem(staging)
             if os.path.lexists(destination):
@@ -334,14 +344,56 @@ def export_folder(vault: Store, folder: str | os.PathLike[str], at: str | dateti
             os.rename(staging, destination)
             done = True
             durable.sync_dir(base)
+        except OSError as err:
+            if done:
+                raise
+            raise VaultError(
+                f"Error: cannot export to {str(destination)!r}: {_why(err)}; nothing was written."
+            ) from err
         finally:
             if not done:
                 shutil.rmtree(staging, ignore_errors=True)
+            os.close(holder)
     finally:
         if not done and created:
             with contextlib.suppress(OSError):
                 base.rmdir()
     return ExportResult(snap.id, destination, count, size)
+
+
+def _remove_abandoned(base: Path) -> None:
+    """Remove the staging folders of exports that were killed (SIGKILL, a
+    power cut) before they could clean up: plaintext nobody will ever use.  A
+    running export holds a lock on its staging folder, so its folder stays."""
+    try:
+        names = [name for name in os.listdir(base) if name.startswith(_STAGING_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        path = base / name
+        try:
+            fd = os.open(path, _DIR_FLAGS)
+        except OSError:
+            continue  # gone already, or not a folder vaultmem made
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # one just made may not be locked yet: leave those of the last minute
+            fresh = os.fstat(fd).st_mtime > time.time() - _ABANDONED_AFTER
+        except OSError:
+            fresh = True  # an export still running
+        if fresh:
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def _why(err: OSError) -> str:
+    if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return "the disk is full (no space left for the files)"
+    return (err.strerror or str(err)).lower()
 
 
 def _write_tree(snap: Snapshot, staging: Path) -> tuple[int, int]:
@@ -372,7 +424,7 @@ def _files(snap: Snapshot) -> Iterator[tuple[MemoryPath, bytes]]:
     a tampered tree cannot name a place outside the export."""
     try:
         for path, oid in snap.files(MemoryPath(())):
-            if paths.parse(path.text) != path:
+            if paths.parse(path.text, existing=True) != path:  # a name an older vaultmem stored, too
                 raise IntegrityError(
                     f"Error: the vault names a file {path.text!r} that is not a canonical memory path."
                 )

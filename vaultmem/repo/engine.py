@@ -875,7 +875,7 @@ class Engine:
 
     def read(self, path: str, at: str | datetime | None = None) -> str:
         """A file's text now, or at an earlier version."""
-        target = paths.parse(path)
+        target = paths.parse(path, existing=True)
         snap = self.snapshot(at)
         if snap.kind(target) != "file":
             where = f" at version {at}" if at is not None else ""
@@ -887,7 +887,7 @@ class Engine:
     ) -> list[Entry]:
         """Every file and folder below ``path`` (hidden ones included), sorted
         by path, with plaintext sizes; ``depth=1`` lists direct children only."""
-        target = paths.parse(path)
+        target = paths.parse(path, existing=True)
         if depth is not None and (not is_int(depth) or depth < 1):
             raise VaultError("Error: depth must be a positive integer.")
         snap = self.snapshot(at)
@@ -919,7 +919,7 @@ class Engine:
             if value is not None and not isinstance(value, str):
                 raise VaultError(f"Error: {name} must be a string.")
         filters = Filters(
-            path=paths.parse(path) if path is not None else None,
+            path=paths.parse(path, existing=True) if path is not None else None,
             since=parse_when(since, "since time", now=self.clock()) if since is not None else None,
             until=parse_when(until, "until time", end_of_day=True, now=self.clock()) if until is not None else None,
             actor=actor,
@@ -997,7 +997,7 @@ class Engine:
 
     def note_read(self, path: str) -> None:
         """Record that a file was read now (for expiry; kept outside the history)."""
-        self.reads.note([paths.parse(path).text], self.clock())
+        self.reads.note([paths.parse(path, existing=True).text], self.clock())
 
     # -- policy (vaultmem.policy does the work) ----------------------------------
 

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pygit2
 
 from vaultmem.core.crypto import Keyring
 from vaultmem.core.policy import Policy, show_value
-from vaultmem.core.versions import parse_trailers, split_seal
+from vaultmem.core.versions import moment, parse_trailers, split_seal
 from vaultmem.errors import IntegrityError
 from vaultmem.git import objects
 from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, Sign, ident, read_ref
@@ -133,7 +133,7 @@ def history(repo: pygit2.Repository, keyring: Keyring, limit: int | None = None)
         out.append(
             PolicyVersion(
                 id=str(target),
-                time=datetime.fromtimestamp(commit.author.time, tz=timezone.utc),
+                time=moment(commit.author.time),
                 actor=commit.author.name,
                 session=trailers.get("Vaultmem-Session", [None])[0],
                 changed=tuple(c.strip() for c in changed.split(",") if c.strip()),
