@@ -343,3 +343,57 @@ def test_git_diff_shows_plaintext_through_textconv(
     assert "-two\n+2\n" in out
     assert "vaultmem-blob" not in out
     assert git(vault_path, "for-each-ref", "refs/notes") == ""  # no textconv cache holding plaintext
+
+
+def test_changing_to_the_key_the_vault_already_has_is_refused_and_changes_nothing(
+    vault: Vault, vault_path: Path, key: str, tmp_path: Path
+) -> None:
+    """Before, the keyring was rewritten and the CLI said "the old key no
+    longer opens it", which was false: the old key was the new one."""
+    before = keyring_state(vault_path)
+    with pytest.raises(VaultError, match="already opens with that key"):
+        vault.change_key(key=key)
+    assert keyring_state(vault_path) == before
+    key_file = tmp_path / "same.key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    env = {**os.environ, ENV_KEY: key}
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vaultmem",
+            "--vault",
+            str(vault_path),
+            "key",
+            "change",
+            "--new-key-file",
+            str(key_file),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert shown.returncode != 0
+    assert "already opens with that key" in shown.stderr and "no longer opens" not in shown.stdout
+    assert keyring_state(vault_path) == before
+    Vault.open(vault_path, key=key).close()
+
+
+def test_a_new_key_that_is_not_a_key_points_to_the_new_passphrase_options(
+    vault: Vault, vault_path: Path, key: str
+) -> None:
+    """Before, the hint named --passphrase and VAULTMEM_PASSPHRASE, which give
+    the key that opens the vault, not the new one."""
+    before = keyring_state(vault_path)
+    env = {**os.environ, ENV_KEY: key, "VAULTMEM_NEW_KEY": "correct horse battery staple"}
+    shown = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "--vault", str(vault_path), "key", "change"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert shown.returncode != 0
+    assert "VAULTMEM_NEW_PASSPHRASE" in shown.stderr and "--passphrase or" not in shown.stderr
+    assert len(shown.stderr.strip().splitlines()) == 1
+    assert keyring_state(vault_path) == before

@@ -58,7 +58,7 @@ from vaultmem.cli.render import (
 )
 from vaultmem.core.policy import DURATIONS, Policy
 from vaultmem.core.values import is_unicode
-from vaultmem.errors import CommandError, NotFoundError, VaultError, WrongKeyError
+from vaultmem.errors import BadKeyError, CommandError, NotFoundError, VaultError, WrongKeyError
 from vaultmem.ops.diff import unified, with_renames
 from vaultmem.ops.erase import ErasureResult
 from vaultmem.ops.memory import MemoryCommands, new_session
@@ -1357,7 +1357,14 @@ def _key_change(vault: Vault, args: argparse.Namespace) -> int:
             f"{ENV_NEW_PASSPHRASE}."
         )
     source, what = found
-    vault.change_key(**source)
+    try:
+        vault.change_key(**source)
+    except BadKeyError as err:
+        if err.step != "is-passphrase":
+            raise
+        raise BadKeyError(  # the new key's words: a new passphrase comes from another option
+            f"{err.fact} If it is a passphrase, use --new-passphrase-file FILE or {ENV_NEW_PASSPHRASE}."
+        ) from err
     if args.json:
         print_json({"protection": _protection(source), "opens_with": what})
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hmac
 import logging
 import os
 import re
@@ -1088,6 +1089,10 @@ class Engine:
         with self._lock.hold():
             self._commits.recover()
             keys.check_unchanged(self.repo, self.keyring)
+            if protector["kind"] == self.keyring.protector.get("kind") and hmac.compare_digest(
+                new_key.mac_key, self.keyring.user_key.mac_key
+            ):
+                raise VaultError("Error: the vault already opens with that key; nothing was changed.")
             now = int(self.clock())
             self.keyring.rewrap(new_key, protector, now)
             write_keyring(self._commits, self.keyring, "vaultmem: change the user key", now)
