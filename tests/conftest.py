@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +147,18 @@ def git(vault_path: Path, *args: str, check: bool = True) -> str:
 def commit_count(vault_path: Path) -> int:
     out = git(vault_path, "rev-list", "--count", "refs/heads/main", check=False)
     return int(out.strip()) if out.strip() else 0
+
+
+@contextlib.contextmanager
+def local_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on 127.0.0.1 in a thread: its base URL, stopped after."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        serving.join()

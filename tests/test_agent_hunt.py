@@ -22,13 +22,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import anthropic
 import pytest
-from conftest import commit_count
+from conftest import commit_count, local_http
 
 from vaultmem import Vault, VaultError, VaultMemoryTool, generate_key, memory_request
 from vaultmem.anthropic.agent import converse, describe_call
@@ -228,16 +228,8 @@ class _NotTheApi(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def not_the_api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotTheApi)
-    server.daemon_threads = True
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        serving.join()
+    with local_http(_NotTheApi) as url:
+        yield url
 
 
 @pytest.mark.parametrize(

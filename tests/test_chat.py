@@ -22,13 +22,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
-from conftest import commit_count
+from conftest import commit_count, local_http
 
 from vaultmem import MEMORY_BETA, Vault, VaultMemoryTool, generate_key
 from vaultmem.cli import chat
@@ -412,16 +412,8 @@ class _Unauthorized(BaseHTTPRequestHandler):
 @pytest.fixture
 def refusing_server() -> Iterator[str]:
     """An API on 127.0.0.1 that refuses every key with a 401."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
-    server.daemon_threads = True
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        serving.join()
+    with local_http(_Unauthorized) as url:
+        yield url
 
 
 def test_a_refused_api_key_ends_the_chat_with_exit_2(
