@@ -28,11 +28,11 @@ Nothing here does I/O; it only builds dictionaries.
 from __future__ import annotations
 
 import contextlib
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from vaultmem.core.text import visible
 from vaultmem.core.values import is_int
 from vaultmem.errors import VaultError
 
@@ -219,24 +219,9 @@ NOT_RUN = (
 )
 
 
-def printable(text: str, *, lines: bool = True) -> str:
-    """``text`` safe to write to a terminal: control characters (escape
-    sequences, carriage returns, bells) are shown as ``\\x1b``-style escapes,
-    never sent.  With ``lines`` (Claude's prose) newlines and tabs stay;
-    without (one line: a path), invisible format characters such as bidi
-    overrides and line separators are shown as escapes too.  What Claude
-    writes is shown to people, not obeyed by their terminal."""
-    escaped = ("Cc",) if lines else ("Cc", "Cf", "Zl", "Zp")
-    keep = "\n\t" if lines else ""
-    return "".join(
-        ch.encode("unicode_escape").decode("ascii") if ch not in keep and unicodedata.category(ch) in escaped else ch
-        for ch in text
-    )
-
-
 def _shown_value(value: object) -> str:
     raw = value if isinstance(value, str) else repr(value)
-    shown = printable(raw, lines=False)
+    shown = visible(raw)
     if len(shown) <= SHOWN_VALUE_CHARS:
         return shown
     return f"{shown[:SHOWN_VALUE_CHARS]}... [{len(raw):,} characters]"

@@ -51,12 +51,12 @@ from vaultmem.cli.render import (
     shown_changes,
     tolerate_narrow_output,
     version_data,
-    visible,
     when,
     write_exact,
     write_text,
 )
 from vaultmem.core.policy import DURATIONS, Policy
+from vaultmem.core.text import visible
 from vaultmem.core.values import is_unicode
 from vaultmem.errors import BadKeyError, CommandError, NotFoundError, VaultError, WrongKeyError
 from vaultmem.ops.diff import unified, with_renames

@@ -20,8 +20,9 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
-from vaultmem.anthropic.agent import converse, describe_call, memory_request, printable, result_text
+from vaultmem.anthropic.agent import converse, describe_call, memory_request, result_text
 from vaultmem.cli.progress import Spinner
+from vaultmem.core.text import visible, visible_content
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
@@ -45,11 +46,11 @@ REASON_CHARS = 500  # an error message longer than this (a proxy's whole HTML pa
 
 def _first_line(text: str) -> str:
     first, _, rest = text.partition("\n")
-    return printable(first, lines=False) + (" ..." if rest else "")
+    return visible(first) + (" ..." if rest else "")
 
 
 def _sentence(text: str) -> str:
-    text = printable(" ".join(text.split()), lines=False)
+    text = visible(" ".join(text.split()))
     if len(text) > REASON_CHARS:
         text = text[:REASON_CHARS] + " ..."
     return text if text.endswith((".", "!", "?")) else text + "."
@@ -255,7 +256,7 @@ def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: Te
             client,
             request,
             conversation,
-            on_text=lambda text: show(f"claude> {printable(text)}"),
+            on_text=lambda text: show(f"claude> {visible_content(text)}"),
             on_call=lambda params: show(f"  [memory] {describe_call(params)}"),
             on_result=result,
             waiting=lambda what: Spinner(what, stream=err),

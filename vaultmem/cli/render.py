@@ -7,14 +7,13 @@ import dataclasses
 import io
 import json
 import os
-import re
 import sys
-import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from vaultmem.cli import progress
+from vaultmem.core.text import visible, visible_content
 from vaultmem.core.versions import Version
 from vaultmem.ops.diff import FileChange
 
@@ -60,34 +59,6 @@ def painted_diff(text: str, on: bool) -> str:
             body = paint(body, RED, on)
         out.append(body + end)
     return "".join(out)
-
-
-# What a commit holds (an actor, a session, a path, a message) and what a
-# memory file holds reach an auditor's terminal: a control character there
-# could move the cursor, erase a line or retitle the window, and so hide a
-# version or a planted line.  They are shown spelled as escapes (``\x1b``).
-_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))  # control, format, line and paragraph separators
-# In a file's text, tabs and line ends stay (a CR that ends a line moves nothing).
-_CONTENT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
-
-
-def _escape(char: str) -> str:
-    return repr(char)[1:-1]  # \x1b, \r, \u202e
-
-
-def visible(text: str) -> str:
-    """``text`` (a name, an actor, a message) with every control, format and
-    line-separator character spelled as an escape: a commit written by hand
-    cannot drive the terminal of whoever reads it."""
-    if text.isprintable():
-        return text
-    return "".join(_escape(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
-
-
-def visible_content(text: str) -> str:
-    """A file's text with its control characters spelled as escapes, but for
-    tabs and line ends, so each line shows as it is and nothing more."""
-    return _CONTENT_CONTROL.sub(lambda found: _escape(found.group()), text)
 
 
 def shown_changes(changes: Sequence[FileChange]) -> list[FileChange]:

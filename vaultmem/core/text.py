@@ -5,6 +5,9 @@ No I/O, no state: everything here is tested without a disk.
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = 6
 
@@ -104,3 +107,32 @@ def match_lines(content: str, needle: str) -> list[int]:
         counted_to = pos
         lines.append(line)
         start = pos + 1
+
+
+# What a commit holds (an actor, a session, a path, a message), what a memory
+# file holds and what Claude writes reach a person's terminal: a control
+# character there could move the cursor, erase a line or retitle the window,
+# and so hide a version or a planted line.  They are shown spelled as escapes
+# (``\x1b``).
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))  # control, format, line and paragraph separators
+# In a file's text, tabs and line ends stay (a CR that ends a line moves nothing).
+_CONTENT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+
+
+def _escape(char: str) -> str:
+    return repr(char)[1:-1]  # \x1b, \r, \u202e
+
+
+def visible(text: str) -> str:
+    """``text`` (a name, an actor, a message) with every control, format and
+    line-separator character spelled as an escape: a commit written by hand
+    cannot drive the terminal of whoever reads it."""
+    if text.isprintable():
+        return text
+    return "".join(_escape(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
+
+
+def visible_content(text: str) -> str:
+    """A file's text with its control characters spelled as escapes, but for
+    tabs and line ends, so each line shows as it is and nothing more."""
+    return _CONTENT_CONTROL.sub(lambda found: _escape(found.group()), text)
