@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pygit2
 
 from vaultmem.core.crypto import Keyring
+from vaultmem.core.lru import LRU
 from vaultmem.core.signers import BAD, UNKNOWN, UNSIGNED, Signers, show_time
 from vaultmem.core.signing import (
     CHECKPOINT_NAMESPACE,
@@ -212,8 +213,7 @@ def read_signers(repo: pygit2.Repository, keyring: Keyring) -> tuple[Signers, st
 # and found sound, with the list each sets: (git folder, commit) -> Signers.
 # A commit is its content, so what held for it holds while it exists; the
 # next change is checked from the newest one known here, not from the first.
-_CHECKED: dict[tuple[str, bytes], Signers] = {}
-_CHECKED_KEPT = 64
+_CHECKED: LRU[tuple[str, bytes], Signers] = LRU(64)
 
 
 def signers_problems(
@@ -261,9 +261,7 @@ def signers_problems(
             out.append((str(oid), problem[0], f"signers branch: {problem[1]}"))
         before = after
         if not out:  # sound from the first commit to this one
-            if len(_CHECKED) >= _CHECKED_KEPT:
-                del _CHECKED[next(iter(_CHECKED))]
-            _CHECKED[(repo.path, oid.raw)] = after
+            _CHECKED.put((repo.path, oid.raw), after)
     return out
 
 
