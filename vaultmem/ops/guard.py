@@ -38,6 +38,7 @@ def _housekeeping_failed(what: str, err: Exception) -> None:
     _log.log(level, "vaultmem: automatic %s did not run: %s", what, err)
 
 
+POLICY_ATTEMPTS = 3  # times a write is checked again when the policy changes while it waits
 EXPIRY_CHECK_EVERY = 3600  # seconds between automatic expiry runs of one tool
 EXPIRY_ACTOR = "vaultmem-expiry"
 RETENTION_ACTOR = "vaultmem-retention"

@@ -21,7 +21,7 @@ from vaultmem.errors import CommandError, IntegrityError, InvalidPathError, Vaul
 from vaultmem.git.snapshot import Listed, Snapshot
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.autosync import log as sync_log
-from vaultmem.ops.guard import Guard, PolicyChanged
+from vaultmem.ops.guard import POLICY_ATTEMPTS, Guard, PolicyChanged
 from vaultmem.repo.engine import _check_label
 from vaultmem.repo.store import Change, Store
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from vaultmem.core.detectors import Detector, Match
 
 DEFAULT_VIEW_CAP = 16_000
-POLICY_ATTEMPTS = 3  # times a write is checked again when the policy changes while it waits
 
 _STR = "string"
 _INT = "integer"

@@ -44,7 +44,7 @@ from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import DEFAULT_MAX_FILE_BYTES
 from vaultmem.errors import AlreadyExistsError, ConflictError, IntegrityError, InvalidPathError, LimitError, VaultError
 from vaultmem.git import durable, objects
-from vaultmem.ops.guard import Guard
+from vaultmem.ops.guard import POLICY_ATTEMPTS, Guard, PolicyChanged
 from vaultmem.repo.store import Change, Store
 
 if TYPE_CHECKING:
@@ -220,6 +220,23 @@ def import_folder(
     """
 
     guard = Guard(vault, max_file_bytes=max_file_bytes)
+    for attempt in range(POLICY_ATTEMPTS):
+        try:
+            return _import_once(vault, guard, folder, replace=replace, actor=actor, session=session)
+        except PolicyChanged:  # checked against a policy no longer in force: again, under the new one
+            if attempt + 1 == POLICY_ATTEMPTS:
+                raise VaultError(
+                    "Error: the vault's policy kept changing while the import waited; nothing was imported. Try again."
+                ) from None
+    raise AssertionError("unreachable")
+
+
+def _import_once(
+    vault: Store, guard: Guard, folder: str | os.PathLike[str], *, replace: bool, actor: str, session: str | None
+) -> ImportResult:
+    """One attempt at an import, checked against the policy read now; raises
+    :class:`PolicyChanged` (nothing written) when another policy is in force
+    by the time it holds the writer lock."""
     policy = guard.policy()
     files, empty = read_folder(folder, policy.max_file_bytes)
     if not files and not replace:
@@ -245,6 +262,7 @@ def import_folder(
     root = MemoryPath(())
 
     def build(snap: Snapshot) -> Change:
+        guard.confirm(policy)  # under the writer lock: an operator's acknowledged change applies
         change = Change("import", (root,), trailers=[(FILES_TRAILER, str(len(files)))])
         if replace:
             change.restores.append((root, None))
