@@ -200,6 +200,8 @@ def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
     upper bound) its last, as an ISO 8601 date is."""
     if not text.strip() or len(text) > 200 or re.fullmatch(r"[\d\s/.:+-]+", text):
         return None  # a numeric date that is not ISO 8601 (11/01/2026) is ambiguous: refused
+    if not re.fullmatch(r"[\w\s,.:+/-]+", text) or not re.search(r"[^\W\d_]{2,}", text):
+        return None  # no word of a time (git's @{-1}, ~1, a lone "a"): dateparser would guess a date
     back = _DAYS.get(text.strip().lower())
     if back is not None:  # a day by its name: whole, as a date alone is (dateparser reads "today" as now)
         start = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
