@@ -1617,10 +1617,10 @@ def _remote_list_parser(remote: _Commands) -> None:
 def _remote_list(vault: Vault, args: argparse.Namespace) -> int:
     found = vault.remotes
     if args.json:
-        print_json([{"name": r.name, "url": r.url} for r in found])
+        print_json([{"name": r.name, "url": r.shown} for r in found])
     else:
         for r in found:
-            print(f"{r.name}\t{r.url}")
+            print(f"{r.name}\t{r.shown}")
     return 0
 
 

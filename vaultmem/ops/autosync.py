@@ -3,7 +3,8 @@ git server, off the calls' latency and offline first.
 
 At session start (when the tool is made) it pulls, in the background thread:
 the tool waits for that pull at most ``FIRST_PULL_WAIT`` seconds, then works
-while it finishes.  When another clone has pushed first, the push pulls
+while it finishes; what this vault holds that the server lacked (versions
+an earlier session could not push) is pushed right after.  When another clone has pushed first, the push pulls
 (merging both sides' versions, as the tool's actor) and pushes again.  After each acknowledged
 mutation it pushes, in a background thread, within ``GAP`` (1 s; the
 mutations of that second go in one push), and with ``every`` it also pulls
@@ -15,11 +16,13 @@ call works locally, the next sync catches up, and a warning is logged on the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 
 from vaultmem.errors import ConflictError, VaultError
+from vaultmem.repo.remotes import unpushed
 from vaultmem.repo.store import Store
 
 log = logging.getLogger("vaultmem.sync")
@@ -114,10 +117,17 @@ class AutoSync:
 
     def _loop(self) -> None:
         if self._first_pull:
+            behind = False
             try:
-                self._attempt(pull=True, push=False)
+                if self._attempt(pull=True, push=False):
+                    # versions an earlier session could not push (the server was
+                    # down then) go now, not only after this session's first write
+                    with contextlib.suppress(Exception):  # a push would say what is wrong
+                        behind = unpushed(self.vault.path, self.remote)
             finally:
                 with self._wake:
+                    if behind:
+                        self._dirty = True
                     self._first_pull = self._busy = False
                     self._wake.notify_all()
                     done = self.every is None and not self._dirty
@@ -153,7 +163,8 @@ class AutoSync:
                         self._thread = None  # under the lock: a poke after this starts a new thread
                         return
 
-    def _attempt(self, *, pull: bool, push: bool) -> None:
+    def _attempt(self, *, pull: bool, push: bool) -> bool:
+        """One sync; False when it failed (and logged a warning)."""
         try:
             if pull:
                 self.vault.pull(self.remote, actor=self.actor)
@@ -168,6 +179,9 @@ class AutoSync:
         except VaultError as err:
             self.failures += 1
             log.warning("vaultmem: could not sync with %r; the memory works locally and retries: %s", self.remote, err)
+            return False
         except Exception as err:  # never let a sync bug reach a tool call; say it
             self.failures += 1
             log.warning("vaultmem: sync with %r failed unexpectedly: %r", self.remote, err)
+            return False
+        return True

@@ -64,6 +64,26 @@ class Remote:
     name: str
     url: str
 
+    @property
+    def shown(self) -> str:
+        """The URL to print: a password in it (or, over http, a user name,
+        which can be a token) as ``***``.  vaultmem never stores one, but
+        stock git's `git remote add` does."""
+        return shown_url(self.url)
+
+
+def shown_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(a URL that cannot be read)"
+    user, at, host = parts.netloc.rpartition("@")
+    if not at or not (parts.password is not None or parts.scheme in ("http", "https")):
+        return url
+    name, colon, _ = user.partition(":")
+    masked = ("***" if parts.scheme in ("http", "https") else name) + (":***" if colon else "")
+    return parts._replace(netloc=f"{masked}@{host}").geturl()
+
 
 @dataclass
 class Transfer:
@@ -138,10 +158,22 @@ class _Callbacks(pygit2.RemoteCallbacks):
         self.refused: dict[str, str] = {}
         self.offered: set[str] = set()
         self.progress = progress
+        self.said: list[str] = []  # what the server wrote to the client (its hooks' output), bounded
 
     def push_update_reference(self, refname: str, message: str | None) -> None:
         if message:
             self.refused[refname] = message
+
+    def sideband_progress(self, string: str) -> None:
+        if sum(map(len, self.said)) < 4096:
+            self.said.append(string)
+
+    def server_said(self) -> str:
+        """The server's own words (a hook's reason for refusing), on one line, printable only."""
+        text = "".join(self.said).replace("\r", "\n")
+        lines = ["".join(c for c in line if c.isprintable()).strip() for line in text.split("\n")]
+        shown = "; ".join(line for line in lines if line and not _GIT_PROGRESS.match(line))
+        return shown if len(shown) <= 500 else shown[:499] + "\u2026"
 
     def transfer_progress(self, stats: Any) -> None:
         if self.progress is not None and stats.total_objects:
@@ -185,6 +217,9 @@ class _Callbacks(pygit2.RemoteCallbacks):
         raise pygit2.GitError(
             "the server wants credentials and none given here opens it (see docs/sync.md, Credentials)"
         )
+
+
+_GIT_PROGRESS = re.compile(r"^[A-Za-z][A-Za-z ]*: +\d+% \(")  # "Resolving deltas: 100% (3/3)": no reason
 
 
 def _userpass(url: str, username: str | None) -> tuple[str, str] | None:
@@ -262,7 +297,13 @@ def add_remote(repo: pygit2.Repository, name: str, url: str) -> Remote:
         raise VaultError(f"Error: the vault already has a remote named {name!r}.")
     if local_path(url) is not None and not url.startswith("file:"):
         url = os.path.abspath(url)  # a path on this machine works from any folder
-    repo.remotes.create(name, url, f"+refs/heads/*:refs/remotes/{name}/*")
+    try:
+        repo.remotes.create(name, url, f"+refs/heads/*:refs/remotes/{name}/*")
+    except ValueError:  # git's own rules on top: no '..', no leading '.', no '.lock' at the end
+        raise VaultError(
+            f"Error: {name!r} is not a remote name git accepts: use letters, digits, '-', '_' and '.', "
+            "not starting with '.', without '..' and not ending in '.lock'."
+        ) from None
     return Remote(name, url)
 
 
@@ -273,9 +314,15 @@ def remove_remote(repo: pygit2.Repository, name: str) -> None:
 
 
 def _remote(repo: pygit2.Repository, name: str) -> pygit2.Remote:
+    """The remote ``name`` as a transfer uses it: its URL only.  An anonymous
+    remote has no refspecs of its own, so a fetch writes nothing but the
+    tracking refs it is given: a remote whose configured refspec writes into
+    ``refs/heads`` (``git clone --mirror`` makes ``+refs/*:refs/*``) would
+    otherwise have libgit2 move the vault's own branches to the server's
+    tips, unchecked, dropping the versions only this vault holds."""
     for remote in repo.remotes:
         if remote.name == name:
-            return remote
+            return repo.remotes.create_anonymous(remote.url or "")
     raise VaultError(f"Error: the vault has no remote named {name!r}; add one with its URL first.")
 
 
@@ -418,6 +465,20 @@ def witness_problem(repo: pygit2.Repository, name: str) -> str | None:
     )
 
 
+def unpushed(gitdir: Path, name: str) -> bool:
+    """Whether this vault holds a branch at a version the remote did not
+    hold when it was last fetched (after a pull: versions still to push)."""
+    for ref in BRANCHES:
+        try:
+            mine = read_ref(gitdir, ref)
+            theirs = read_ref(gitdir, tracking(name, ref))
+        except Damaged:
+            return True  # a push says what is wrong
+        if mine is not None and mine != theirs:
+            return True
+    return False
+
+
 def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None] | None = None) -> Transfer:
     """Push the three branches, never forcing.  A branch the server holds at
     a commit this vault does not descend from is refused before anything is
@@ -440,6 +501,13 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
             mine, their_tip = pygit2.Oid(hex=str(local.target)), pygit2.Oid(hex=str(theirs.target))
             forced = ref == KEYRING_REF and replaces(repo, mine, their_tip)
             if not forced and not descends(repo, mine, their_tip):
+                # a keyring with no version in common that a pull would refuse too: say so now
+                unrelated = ref == KEYRING_REF and merge_base(repo, mine, their_tip) is None
+                if unrelated and not same_vault(repo, mine, their_tip):
+                    raise ConflictError(
+                        f"Error: the remote {name!r} holds a {short_name(ref)} with no version in common with "
+                        "this vault's: it is another vault, or its history was replaced. Nothing was pushed."
+                    )
                 raise ConflictError(
                     f"Error: the remote {name!r} holds versions of {short_name(ref)} this vault does not have; "
                     "pull first. Nothing was pushed."
@@ -461,7 +529,7 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
         # but for a keyring an erasure replaced (the server must allow that).
         specs = [f"{'+' if ref in replaced else ''}{ref}:{ref}" for ref, _, _ in moves]
         try:
-            _send(repo, name, specs, progress)
+            _send(repo, name, specs, progress, forced=replaced)
         except ConflictError:
             raise
         except VaultError as err:
@@ -488,9 +556,22 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
 # checked (another host's push landed in between): the push is not a
 # fast-forward any more, and nothing was sent.
 _BEHIND = ("contains commits that are not present locally", "non-fastforwardable", "non-fast-forward")
+# Why a git server refuses a branch that moved since this push checked it
+# (git's receive-pack): a pull, then a push again, settles these; any other
+# refusal (a hook, a checked-out branch, missing objects) is the server's rule.
+_RACED = ("non-fast-forward", "fetch first", "failed to lock", "failed to update ref", "cannot lock", "stale info")
 
 
-def _send(repo: pygit2.Repository, name: str, specs: list[str], progress: Callable[[int, int], None] | None) -> None:
+def _send(
+    repo: pygit2.Repository,
+    name: str,
+    specs: list[str],
+    progress: Callable[[int, int], None] | None,
+    forced: set[str] | None = None,
+) -> None:
+    """Push ``specs``; ``forced`` names the refs sent as a forced update (a
+    keyring an erasure replaced): the server refusing one of those is its
+    rule, never a reason to pull."""
     callbacks = _Callbacks(progress)
     remote = _remote(repo, name)
     _bounded()
@@ -504,7 +585,21 @@ def _send(repo: pygit2.Repository, name: str, specs: list[str], progress: Callab
         raise _transport_error(name, err) from err
     if callbacks.refused:
         shown = "; ".join(f"{short_name(ref)}: {why}" for ref, why in callbacks.refused.items())
-        raise ConflictError(f"Error: the remote {name!r} refused the push ({shown}); pull first.")
+        raced = all(any(words in why for words in _RACED) for why in callbacks.refused.values())
+        if raced and not (forced and forced & callbacks.refused.keys()):
+            raise ConflictError(f"Error: the remote {name!r} refused the push ({shown}); pull first.")
+        # The server's own rule (a hook, a checked-out branch, a shallow
+        # history it cannot take), not versions this vault lacks: a pull
+        # changes nothing, so this is no conflict to retry.
+        said = callbacks.server_said()
+        if said:
+            shown += f"; the server said: {said}"
+        hook = any("hook declined" in why for why in callbacks.refused.values())
+        raise VaultError(
+            f"Error: the remote {name!r} refused the push"
+            + (": a hook on the server declined it" if hook else "")
+            + f" ({shown}). A pull does not change this: see what that server accepts."
+        )
 
 
 def local_path(url: str) -> Path | None:
@@ -822,16 +917,24 @@ def check_commits(
             f"the server's copy may have been altered. {outcome}"
         )
     count = 0
-    for commit in added_since(repo, theirs, local):  # the parents commits record: a grafts file hides none
-        raw = repo.odb.read(commit.id)[1]
-        body, seal = split_seal(raw)
-        problem = "it carries no vaultmem-seal" if seal is None else keyring.check_commit_seal(seal, body)
-        if problem:
-            raise IntegrityError(
-                f"Error: the remote's commit {str(commit.id)[:10]} was not made with this vault's key ({problem}); "
-                f"the server's copy may have been altered. {outcome}"
-            )
-        count += 1
+    try:
+        for commit in added_since(repo, theirs, local):  # the parents commits record: a grafts file hides none
+            raw = repo.odb.read(commit.id)[1]
+            body, seal = split_seal(raw)
+            problem = "it carries no vaultmem-seal" if seal is None else keyring.check_commit_seal(seal, body)
+            if problem:
+                raise IntegrityError(
+                    f"Error: the remote's commit {str(commit.id)[:10]} was not made with this vault's key "
+                    f"({problem}); the server's copy may have been altered. {outcome}"
+                )
+            count += 1
+    except KeyError as err:  # pygit2's NotFoundError: a version the server did not send
+        missing = re.search(r"[0-9a-f]{40}", str(err))
+        which = f" ({missing.group(0)[:10]})" if missing else ""
+        raise IntegrityError(
+            f"Error: the remote's history of {str(theirs)[:10]} is incomplete: a version it builds on{which} is "
+            f"missing (is the server a shallow copy, made with `git clone --depth`?). {outcome}"
+        ) from None
     return count
 
 
@@ -860,9 +963,20 @@ def clone(
     check_url(url)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise VaultError(f"Error: {path} exists and is not an empty folder; choose a new folder for the clone.")
+    with contextlib.suppress(OSError):
+        if path.exists() and os.path.samefile(path, os.getcwd()):
+            # the clone is made beside the folder and takes its place: this
+            # program and the shell it runs in would be left in a removed folder
+            name = os.path.basename(os.path.abspath(path))
+            raise VaultError(
+                f"Error: {path} is the current folder, which the clone would replace; run the clone from the "
+                f"folder above it (`cd ..`, then `vaultmem clone URL {name}`). Nothing was made."
+            )
     server = local_path(url)
     if server is not None and not server.exists():
         raise VaultError(f"Error: cannot clone {url}: no repository at {os.path.abspath(server)}. Nothing was made.")
+    # a path is stored absolute, as `remote add` stores it: the clone finds its server from any folder
+    stored = os.path.abspath(url) if server is not None and not url.startswith("file:") else url
     _bounded()
     made: list[Path] = []  # the folders above the clone this clone makes, deepest first: a failure removes them
     above = Path(os.path.abspath(path.parent))
@@ -874,8 +988,15 @@ def clone(
     shutil.rmtree(work, ignore_errors=True)
 
     def cloned() -> pygit2.Repository:
+        # The vault's branches only, as a pull takes them: not the server's
+        # other branches and tags (what else the server holds is no part of
+        # the vault, and may hold anything, plaintext included).
         shutil.rmtree(work, ignore_errors=True)
-        return pygit2.clone_repository(url, str(work), bare=True, callbacks=_Callbacks(progress))
+        made = pygit2.init_repository(str(work), bare=True, initial_head="main")
+        made.remotes.create("origin", stored, "+refs/heads/*:refs/remotes/origin/*")
+        specs = [f"+{ref}:{tracking('origin', ref)}" for ref in BRANCHES]
+        _remote(made, "origin").fetch(specs, callbacks=_Callbacks(progress))
+        return made
 
     try:
         try:
