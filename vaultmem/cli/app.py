@@ -1556,7 +1556,7 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
     )
     sock = mcp_http.listen(args.host, args.port)
     print(
-        f"vaultmem: serving {args.vault} over MCP at http://{args.host}:{args.port}{mcp_http.PATH} "
+        f"vaultmem: serving {args.vault} over MCP at {mcp_http.url(args.host, args.port)} "
         f"as {args.actor}{' (read-only)' if args.read_only else ''}; clients send the token in {where}",
         file=sys.stderr,
         flush=True,

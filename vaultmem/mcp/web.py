@@ -4,13 +4,20 @@ cap on the size of a request (docs/mcp.md, "Over HTTP").
 
 The token is generated once, kept in a file of mode 0600 (by default in
 the vault's state folder), and compared in constant time.  A request
-without it gets 401 and never reaches the MCP session layer.
+without it gets 401, never reaches the MCP session layer, and its
+connection is closed.
 
 A connection must deliver each request whole (headers and body) within the
 request timeout, or it is closed; when the server holds as many connections
-as it allows, a new one closes the oldest still sending its request.  So
-connections that never finish a request can neither hold the server's
-file descriptors nor shut out a client with the token.
+as it allows, a new one closes one idle between requests, or else the
+oldest still sending its request.  So connections that never finish a
+request, or sit idle between requests, can neither hold the server's file
+descriptors nor shut out a client with the token.
+
+Stopped by SIGTERM or SIGINT, the server takes no new request, answers
+every request it has begun (for at most ``ANSWER_TIMEOUT`` seconds), and
+only then ends the clients' event streams and closes the vault: a write
+that was made is answered.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from sse_starlette.sse import AppStatus
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from vaultmem.core.crypto import read_secret_file
@@ -44,9 +52,12 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PATH = "/mcp"
 REQUEST_TIMEOUT = 30.0  # seconds a connection has to deliver a request whole
+ANSWER_TIMEOUT = 30.0  # seconds a stopping server gives the requests it has begun to be answered
 MAX_CONNECTIONS = 1000  # at most; fewer if the process may not open so many files
 FILES_KEPT_FREE = 200  # file descriptors kept from connections: the vault's files, accepts in flight
 TOKEN_CHARACTERS = re.compile(r"[A-Za-z0-9._~+/-]+=*")  # a bearer token (RFC 6750's b64token)
+
+_NAMED = (b"host", b"origin")  # the headers whose values name a host
 
 Scope = dict[str, Any]
 ASGIApp = Any
@@ -64,13 +75,21 @@ def token_problem(token: str) -> str | None:
 def load_or_make_token(path: Path) -> str:
     """The bearer token in ``path``; a new random one (mode 0600) if there is none."""
     if path.exists():
-        token = read_secret_file(path, "token file").strip()
+        token = read_secret_file(path, f"token file {path}").strip()
         problem = token_problem(token)
         if problem is not None:
             raise BadKeyError(f"Error: the token in {path} {problem}; remove it to get a new one.")
         return token
+    if path.is_symlink():  # never made through a link: it could point anywhere
+        raise BadKeyError(
+            f"Error: the token file {path} is a link to {os.readlink(path)}, which does not exist; "
+            "put the token there, or remove the link to get a new one."
+        )
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+    except OSError as err:
+        raise VaultError(f"Error: cannot make the token file {path}: {err.strerror or err}.") from err
     try:
         os.write(fd, (token + "\n").encode("ascii"))
         os.fsync(fd)
@@ -87,6 +106,7 @@ class BearerToken:
         self.expected = token.encode("ascii")
         self.max_body = max_body
         self.on_stop = on_stop  # run as the server stops (lifespan shutdown), before the process ends
+        self.answering = 0  # requests begun and not yet answered, the GET event streams aside
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":  # the session manager starts and stops here
@@ -112,11 +132,48 @@ class BearerToken:
                         (b"content-type", b"application/json"),
                         (b"www-authenticate", b'Bearer realm="vaultmem"'),
                         (b"content-length", str(len(body)).encode()),
+                        (b"connection", b"close"),  # kept open, it would hold a connection the server may need
                     ],
                 }
             )
             await send({"type": "http.response.body", "body": body})
             return
+        if scope.get("method") == "GET":  # an event stream, open until the client or the server ends it
+            # The server keeps no events to replay: a client resuming a stream
+            # with Last-Event-ID gets a new one, as MCP allows (the SDK would
+            # answer 500 without a word).
+            headers = [(name, value) for name, value in scope.get("headers", []) if name.lower() != b"last-event-id"]
+            await self._stream({**scope, "headers": headers}, receive, send)
+            return
+        self.answering += 1
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            self.answering -= 1
+
+    async def _stream(self, scope: Scope, receive: Any, send: Any) -> None:
+        """A GET: the client's event stream.  The SDK's stream stops without
+        its last chunk when the server stops; it is sent here, so the client
+        sees the stream end and the server's log no error."""
+        state = {"started": False, "ended": False}
+
+        async def watched(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                state["ended"] = True
+            await send(message)
+
+        await self._serve(scope, receive, watched)
+        if state["started"] and not state["ended"] and AppStatus.should_exit:
+            with contextlib.suppress(OSError, RuntimeError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _serve(self, scope: Scope, receive: Any, send: Any) -> None:
+        # Names in Host and Origin are the same in any case (browsers and
+        # most clients send them in lower case): checked in lower case.
+        headers = scope.get("headers", [])
+        scope = {**scope, "headers": [(n, v.lower() if n.lower() in _NAMED else v) for n, v in headers]}
         # The body whole before the MCP layer sees the request: a client that
         # goes (or is closed for taking too long) halfway through it is no
         # failure of the server.  Past max_body the SDK answers 413.
@@ -166,8 +223,11 @@ def http_app(
     ``name:*``): the names clients on other hosts, or a proxy, reach it by.
     "Any port" includes none, the scheme's default (a TLS proxy on 443
     passes ``Host: name`` on)."""
-    allowed_hosts = _any_port([*hosts, f"{host}:{port}", f"{host}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"])
-    allowed_origins = _any_port([*origins, f"http://{host}:{port}", "http://127.0.0.1:*", "http://localhost:*"])
+    name = authority(host).lower()
+    hosts = [value.lower() for value in hosts]
+    origins = [value.lower().rstrip("/") for value in origins]  # an origin has no path: https://name[:port]
+    allowed_hosts = _any_port([*hosts, f"{name}:{port}", f"{name}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"])
+    allowed_origins = _any_port([*origins, f"http://{name}:{port}", "http://127.0.0.1:*", "http://localhost:*"])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
     )
@@ -181,6 +241,18 @@ def http_app(
     return BearerToken(app, token, max_request_bytes + ENVELOPE_BYTES, on_stop)
 
 
+def authority(host: str, port: int | None = None) -> str:
+    """``host`` (and ``:port``) as a URL and a ``Host`` header write it: an
+    IPv6 address in brackets, such as ``[::1]:8765``."""
+    name = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return name if port is None else f"{name}:{port}"
+
+
+def url(host: str, port: int) -> str:
+    """The address clients reach the server at, such as ``http://127.0.0.1:8765/mcp``."""
+    return f"http://{authority(host, port)}{PATH}"
+
+
 def _any_port(allowed: Sequence[str]) -> list[str]:
     """``allowed`` and, for each ``NAME:*``, ``NAME`` itself (no port given)."""
     return [*allowed, *(value[:-2] for value in allowed if value.endswith(":*"))]
@@ -189,8 +261,9 @@ def _any_port(allowed: Sequence[str]) -> list[str]:
 def listen(host: str, port: int) -> socket.socket:
     """A socket listening on ``host:port``, or a clear error (the port is
     taken, the address is not this host's) before anything is announced."""
+    address = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [::1], as in a URL
     try:
-        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        info = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
         sock = socket.socket(info[0], socket.SOCK_STREAM)
     except OSError as err:
         raise VaultError(f"Error: cannot listen on {host}:{port}: {err.strerror or err}.") from err
@@ -236,7 +309,10 @@ def guarded_protocol(request_timeout: float, max_connections: int) -> type[H11Pr
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
             if len(self.connections) > max_connections:
-                oldest = next(iter(sending), None)
+                # A connection idle between requests goes first (its client
+                # opens another when it has one), then the oldest one still
+                # sending its request.
+                oldest = self._an_idle_one() or next(iter(sending), None)
                 if oldest is None:  # every connection is being answered: this one waits its turn elsewhere
                     transport.close()
                     return
@@ -266,6 +342,15 @@ def guarded_protocol(request_timeout: float, max_connections: int) -> type[H11Pr
             if not self.transport.is_closing():
                 self.transport.close()
 
+        def _an_idle_one(self) -> H11Protocol | None:
+            """Another connection between requests (its last answer sent, no new request begun), if any."""
+            for other in self.connections:
+                if other is self or not isinstance(other, H11Protocol) or other in sending:
+                    continue
+                if (other.cycle is None or other.cycle.response_complete) and not other.transport.is_closing():
+                    return other
+            return None
+
         @staticmethod
         def _settle(protocol: H11Protocol) -> None:
             sending.pop(protocol, None)
@@ -286,13 +371,50 @@ def serve(app: ASGIApp, sock: socket.socket, *, request_timeout: float = REQUEST
         server_header=False,
         http=guarded_protocol(request_timeout, connection_limit()),
     )
-    server = uvicorn.Server(config)
+    server = _Stopping(config, app if isinstance(app, BearerToken) else None)
+    # The SDK's event streams would otherwise end the moment a signal comes,
+    # the answers to requests in progress with them: the server ends them
+    # itself once those are answered (_Stopping).
+    AppStatus.enable_automatic_graceful_drain = False
+    AppStatus.should_exit = False  # a server served earlier in this process ended its streams with it
 
     async def run() -> None:
         asyncio.get_running_loop().set_exception_handler(_LoopTrouble())
         await server.serve(sockets=[sock])
 
     asyncio.run(run())
+
+
+class _Stopping(uvicorn.Server):
+    """uvicorn's server, whose shutdown (SIGTERM, SIGINT) answers every
+    request begun before it ends the clients' event streams, so a client
+    whose write was made gets its answer."""
+
+    def __init__(self, config: uvicorn.Config, app: BearerToken | None) -> None:
+        super().__init__(config)
+        self.gate = app
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        # uvicorn's own: the SDK's event stream library replaces it with one
+        # that ends every stream at once (in versions without the switch above).
+        original: Any = getattr(AppStatus, "original_handler", None) or uvicorn.Server.handle_exit
+        original(self, sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        ending = asyncio.ensure_future(self._end_streams_once_answered())
+        try:
+            await super().shutdown(sockets)  # takes no new request; waits for every connection to close
+        finally:
+            ending.cancel()
+            AppStatus.should_exit = True
+
+    async def _end_streams_once_answered(self) -> None:
+        deadline = asyncio.get_running_loop().time() + ANSWER_TIMEOUT
+        while self.gate is not None and self.gate.answering > 0 and not self.force_exit:
+            if asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(0.02)
+        AppStatus.should_exit = True  # the event streams end, and their connections close
 
 
 class _LoopTrouble:
