@@ -18,8 +18,13 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import hashlib
 import os
+import shutil
+import socket
 import struct
+import time
+import zlib
 from collections.abc import Collection
 from pathlib import Path
 
@@ -54,6 +59,7 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> li
     # git's indexes over the objects go first: killed after any removal below,
     # none names an object that is gone (git fsck fails on such a one).
     _drop_indexes_naming(objects_dir, set(doomed))
+    _drop_reflog_entries(gitdir, set(doomed))
     for oid in doomed:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(objects_dir / oid.hex()[:2] / oid.hex()[2:])
@@ -63,6 +69,7 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> li
     except FileNotFoundError:
         return []
     doomed_set = set(doomed)
+    _drop_own_leftovers(pack_dir, time.time())
     left: list[str] = []
     for name in names:
         if not name.endswith(".idx"):
@@ -88,9 +95,131 @@ def drop(gitdir: Path, doomed: Collection[bytes], repo: pygit2.Repository) -> li
             midx.clear(pack_dir)  # as git's repack -d does before it deletes a pack the index lists
         _remove_pack(stem)
         commits.step("prune-removed")
+    left += _drop_git_leftovers(objects_dir, doomed_set, time.time())
     _drop_indexes_naming(objects_dir, doomed_set)  # again: git may have written one meanwhile
     durable.sync_dir(pack_dir)
     return left
+
+
+STALE = 3600
+"""A temporary file of git's (a pack, a loose object, a push's quarantine)
+untouched for this many seconds is a leftover of a git command that was
+killed: no program will finish it (git's own ``prune`` removes such files
+after two weeks, by then long after an erasure)."""
+
+
+def git_leftovers(gitdir: Path) -> list[Path]:
+    """What git commands killed while writing objects left (``git
+    count-objects -v`` calls it garbage), or are writing now: a half-written
+    pack (``tmp_pack_*``, ``.tmp-*`` with no index), a loose object not yet
+    in place (``tmp_obj_*``), a push's quarantine folder (``tmp_objdir-*``).
+    They are not objects git can find, but their bytes may hold a keyring an
+    erasure replaced."""
+    objects_dir = gitdir / "objects"
+    found: list[Path] = []
+    pack_dir = objects_dir / "pack"
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for name in sorted(os.listdir(pack_dir)):
+            path = pack_dir / name
+            if name.startswith(".tmp-") and name.endswith(".pack"):
+                if not path.with_suffix(".idx").exists():  # with its index, drop() judges it by that
+                    found.append(path)
+            elif name.startswith("tmp_pack_"):
+                found.append(path)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for name in sorted(os.listdir(objects_dir)):
+            path = objects_dir / name
+            if name.startswith("tmp_objdir-") and path.is_dir() and not path.is_symlink():
+                found.append(path)
+            elif len(name) == 2 and path.is_dir():
+                with contextlib.suppress(OSError):
+                    found += [path / loose for loose in sorted(os.listdir(path)) if loose.startswith("tmp_obj_")]
+    return found
+
+
+def _drop_git_leftovers(objects_dir: Path, doomed: set[bytes], now: float) -> list[str]:
+    """Remove the :func:`git_leftovers` not written to for :data:`STALE`
+    seconds; a younger one may be a git command still at work: left, and
+    returned when it may hold one of ``doomed`` (a half-written pack cannot
+    be told apart: it may)."""
+    left: list[str] = []
+
+    def stale(path: Path) -> bool:
+        try:
+            return now - path.lstat().st_mtime > STALE
+        except FileNotFoundError:
+            return False
+
+    for path in git_leftovers(objects_dir.parent):
+        if path.name.startswith("tmp_obj_"):
+            left += _drop_loose_leftover(path, doomed, stale(path))
+        elif path.name.startswith("tmp_objdir-"):
+            if all(stale(p) for p in [path, *path.rglob("*")]):
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.exists():
+                left.append(str(path))
+        elif stale(path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        elif path.exists():
+            left.append(str(path))
+    return left
+
+
+def _drop_loose_leftover(path: Path, doomed: set[bytes], stale: bool) -> list[str]:
+    """A loose object git was writing: removed if stale; else left, and
+    returned if it is (or may be, unreadable) one of ``doomed``."""
+    if stale:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return []
+    inflate = zlib.decompressobj()
+    try:
+        data = inflate.decompress(path.read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, zlib.error):
+        return [str(path)]
+    if not inflate.eof or hashlib.sha1(data, usedforsecurity=False).digest() in doomed:
+        return [str(path)]
+    return []
+
+
+def _drop_reflog_entries(gitdir: Path, doomed: set[bytes]) -> None:
+    """Remove the entries naming a removed object from git's reflogs
+    (``logs/``, written by git commands that moved a ref with
+    ``core.logAllRefUpdates`` on, such as a push received): ``git fsck``
+    fails on an entry naming an object that is gone ("invalid reflog entry")."""
+    logs = gitdir / "logs"
+    if not logs.is_dir():
+        return
+    for path in sorted(p for p in logs.rglob("*") if p.is_file() and not p.is_symlink()):
+        try:
+            lines = path.read_bytes().splitlines(keepends=True)
+        except OSError:
+            continue
+        kept = [line for line in lines if not _names(line, doomed)]
+        if len(kept) == len(lines):
+            continue
+        tmp = path.with_name(f"{path.name}.vaultmem-{os.getpid()}")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(b"".join(kept))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.rename(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+def _names(line: bytes, doomed: set[bytes]) -> bool:
+    """Whether a reflog line ("OLD NEW who when\tmessage") names one of ``doomed``."""
+    for field in line.split(b" ", 2)[:2]:
+        with contextlib.suppress(ValueError):
+            if len(field) == 40 and bytes.fromhex(field.decode("ascii")) in doomed:
+                return True
+    return False
 
 
 def _drop_indexes_naming(objects_dir: Path, doomed: set[bytes]) -> None:
@@ -126,18 +255,58 @@ def _rewrite(stem: Path, rest: list[bytes], repo: pygit2.Repository) -> None:
     target = stem.with_name(f"pack-{pack.name}")
     if target == stem:
         return
-    for suffix, data in ((".pack", pack.data), (".idx", pack.idx)):
-        tmp = stem.with_name(f"tmp_vaultmem_prune_{os.getpid()}{suffix}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    # Both written whole before either is renamed; refused midway (a full
+    # disk), neither is left behind to hold the space the next run needs.
+    written: list[tuple[Path, str]] = []
+    try:
+        for suffix, data in ((".pack", pack.data), (".idx", pack.idx)):
+            tmp = stem.with_name(f"{_OWN_TEMP}{os.getpid()}{suffix}")
+            written.append((tmp, suffix))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except BaseException:
+        for tmp, _ in written:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    for tmp, suffix in written:
         os.rename(tmp, target.with_suffix(suffix))
     durable.sync_dir(stem.parent)
+
+
+_OWN_TEMP = "tmp_vaultmem_prune_"  # then the writing process's id
+
+
+def _drop_own_leftovers(pack_dir: Path, now: float) -> None:
+    """Remove the copies a rewrite killed midway left (its process gone, or
+    not written to for :data:`STALE` seconds): they hold no removed object,
+    but the space they take is what the next rewrite needs."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for name in os.listdir(pack_dir):
+            if not name.startswith(_OWN_TEMP):
+                continue
+            path = pack_dir / name
+            pid = name[len(_OWN_TEMP) :].split(".")[0]
+            with contextlib.suppress(OSError):
+                if now - path.lstat().st_mtime > STALE or (pid.isdigit() and not _alive(int(pid))):
+                    os.unlink(path)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def _remove_pack(stem: Path) -> None:
@@ -145,3 +314,26 @@ def _remove_pack(stem: Path) -> None:
     for suffix in (".idx", ".pack", ".rev", ".bitmap", ".mtimes", ".promisor", ".keep"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(stem.with_suffix(suffix))
+
+
+GC_STALE = 12 * 3600
+"""git's own rule: a ``gc.pid`` older than this is left by a gc that died."""
+
+
+def running_gc(gitdir: Path) -> str | None:
+    """The ``git gc`` running on the repository at ``gitdir`` now, described
+    (``git gc, process 4242 on host``), or None.  git writes ``gc.pid``
+    ("PID HOST") for as long as it runs and removes it when it ends; one
+    left by a gc that died (its process gone, or 12 hours old) is not running."""
+    pidfile = gitdir / "gc.pid"
+    try:
+        fields = pidfile.read_text(encoding="utf-8", errors="replace").split()
+        age = time.time() - pidfile.stat().st_mtime
+    except OSError:
+        return None
+    if len(fields) < 2 or not fields[0].isdigit() or age > GC_STALE:
+        return None
+    pid, host = int(fields[0]), fields[1]
+    if host == socket.gethostname() and not _alive(pid):
+        return None
+    return f"git gc, process {pid} on {host}"

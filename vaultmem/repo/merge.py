@@ -233,6 +233,13 @@ def build_main_merge(
     reading = _Reading(repo, read, keyring, trees)
     sides = {"ours": reading.at(ours, common=False), "theirs": reading.at(theirs, common=False)}
     base = reading.common([ours], [theirs])
+    for side in sides.values():
+        # A version erased here that a side holds as a change of its own (a
+        # clone restored it before the erasure reached it): nobody can read it,
+        # so that side holds the file no more, as the erasure left it here.
+        for path, oid in list(side.files.items()):
+            if base.files.get(path) != oid and keyring.erasure_of(read(oid)) is not None:
+                del side.files[path]
     result = reading.merge(base, sides["ours"], sides["theirs"])
     ours_snap = sides["ours"].snapshot
     assert ours_snap is not None

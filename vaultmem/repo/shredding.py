@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 
 import pygit2
 
@@ -34,6 +35,10 @@ from vaultmem.repo import keys
 from vaultmem.repo.engine import Engine
 from vaultmem.repo.history import first_parents
 from vaultmem.repo.keys import KEYRING_REF, write_keyring
+
+GC_WAIT = 30
+"""Seconds an erasure waits, holding the writer lock, for a ``git gc``
+running beside it to end (what it writes may hold the old keyring)."""
 
 
 class Shredding(Engine):
@@ -85,8 +90,9 @@ class Shredding(Engine):
             raise BusyError(
                 f"Error: the erasure is recorded in {erasure.commit[:10]} and the keys are destroyed, but another "
                 f"program holds a copy of the old keyring in {', '.join(sorted(left))} (a pack it protects with a "
-                "`.keep` file, or one vaultmem cannot read). Run the same erasure again once that program has "
-                "finished; if the `.keep` file is a leftover of a program that died, remove it first."
+                "`.keep` file, one vaultmem cannot read, or a file git is writing). Run the same erasure again once "
+                "that program has finished; if the `.keep` file is a leftover of a program that died, remove it "
+                f"first (a file git was writing is removed once {prune.STALE // 60} minutes old)."
             )
         return done
 
@@ -210,8 +216,9 @@ class Shredding(Engine):
         if left:
             raise BusyError(
                 f"Error: another program still holds a copy of keys this vault destroyed, in "
-                f"{', '.join(sorted(left))} (a pack it protects with a `.keep` file). Run the {what} again once "
-                "it has finished; if the `.keep` file is a leftover of a program that died, remove it first."
+                f"{', '.join(sorted(left))} (a pack it protects with a `.keep` file, or a file git is writing). "
+                f"Run the {what} again once it has finished; if the `.keep` file is a leftover of a program that "
+                f"died, remove it first (a file git was writing is removed once {prune.STALE // 60} minutes old)."
             )
 
     def finish_removal(self, what: str = "erasure") -> None:
@@ -243,15 +250,31 @@ class Shredding(Engine):
             doomed |= self._stray_keyrings(keep)
         doomed |= self._pending_doomed() - keep
         doomed |= self._fetched_keyrings(repo, keep)
+        naming, tags = _refs_naming(repo, doomed | gone)
+        doomed |= tags
         # Written (synced) before any ref naming them goes: after a crash from
         # here on, the next run still knows what to remove.
         keys.set_due(self.path, doomed, gone)
         for name in list(repo.references):
-            if name != KEYRING_REF and name.endswith("/vaultmem-keyring"):
+            if name != KEYRING_REF and (name.endswith("/vaultmem-keyring") or name in naming):
                 with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
                     repo.references.delete(name)
         self._commits.mark_pruning()
         left = prune.drop(self.path, doomed, repo)
+        gc = prune.running_gc(self.path)
+        if gc is not None:
+            # A git gc that read the refs before the keyring moved writes its
+            # packs (the old keyring in them) after this removal: wait for it
+            # to end, then remove again from whatever it wrote.
+            deadline = time.monotonic() + GC_WAIT
+            while gc is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
+                gc = prune.running_gc(self.path)
+            self._free_handle()  # a fresh handle: libgit2 lists the packs again
+            repo = self.repo
+            left = prune.drop(self.path, doomed, repo)
+            if gc is not None:
+                left.append(f"{self.path / 'gc.pid'} ({gc}, still running after {GC_WAIT} seconds)")
         self._commits.mark_pruning()
         keys.set_due(self.path, doomed if left else set(), gone)
         self._commits.scrub()
@@ -273,7 +296,12 @@ class Shredding(Engine):
             current = keys.keyring_objects(repo, keys.keyring_tips(repo))
             doomed = self._stray_keyrings(current) | self._fetched_keyrings(repo, current)
             if doomed:
+                naming, tags = _refs_naming(repo, doomed)
+                doomed |= tags
                 keys.set_due(self.path, doomed, set())  # synced before any goes
+                for name in naming:
+                    with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                        repo.references.delete(name)
                 self._commits.mark_pruning()
                 left = prune.drop(self.path, doomed, repo)
                 self._commits.mark_pruning()
@@ -291,3 +319,35 @@ class Shredding(Engine):
                 if not ids & keep:
                     out |= ids
         return out
+
+
+def _refs_naming(repo: pygit2.Repository, doomed: set[bytes]) -> tuple[set[str], set[bytes]]:
+    """The refs other than the keyring's that name an object of ``doomed``,
+    directly or through annotated tags (a branch or a tag an operator made of
+    an old keyring with git, or fetched one back under): they go with it, or
+    git would find them naming objects that are gone (``git fsck`` and
+    ``git gc`` fail on such a ref).  And the tag objects on the way, which go too."""
+    names: set[str] = set()
+    tags: set[bytes] = set()
+    for name in list(repo.references):
+        if name == KEYRING_REF:
+            continue
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            target = repo.references[name].target
+            if not isinstance(target, pygit2.Oid):
+                continue  # symbolic: the ref it names is judged for itself
+            chain: set[bytes] = set()
+            for _ in range(64):  # a tag of a tag of ...
+                if target.raw in doomed:
+                    names.add(name)
+                    tags |= chain
+                    break
+                try:
+                    obj = repo[target]
+                except KeyError:
+                    break
+                if not isinstance(obj, pygit2.Tag):
+                    break
+                chain.add(target.raw)
+                target = obj.target
+    return names, tags

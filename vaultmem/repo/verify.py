@@ -42,7 +42,7 @@ from vaultmem.core.names import MARKER, MARKER_CONTENT, is_token
 from vaultmem.core.paths import MemoryPath, parse_stored
 from vaultmem.core.versions import COMMANDS, parse_trailers, split_seal
 from vaultmem.errors import VaultError
-from vaultmem.git import midx, objects
+from vaultmem.git import midx, objects, prune
 from vaultmem.repo import keys
 from vaultmem.repo.history import UnreadableVersion, hiding_files, read_commit
 
@@ -468,6 +468,15 @@ def _replaced_keyrings(repo: pygit2.Repository, checker: Verifier) -> None:
             f"{_plural(len(left), 'object')} of a keyring replaced by an erasure or a migration "
             f"({left[0][:12]}{', ...' if len(left) > 1 else ''}) {'is' if len(left) == 1 else 'are'} still on the "
             "disk, with keys it destroyed: run the same erasure (or `vaultmem migrate`) again to remove them",
+        )
+    elif keys.due(gitdir) - keep and (held := prune.git_leftovers(gitdir)):
+        checker._commit = ""
+        checker.find(
+            "erasure",
+            None,
+            f"an erasure's removal of the keyring it replaced is unfinished: {held[0]}"
+            f"{' and more' if len(held) > 1 else ''} (a file git was writing) may hold a copy, with keys it "
+            "destroyed: run the same erasure again (such a file is removed once an hour old)",
         )
 
 
