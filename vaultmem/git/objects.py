@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vaultmem.core.lru import LRU
+from vaultmem.core.paths import MAX_SEGMENT_BYTES
 from vaultmem.git import midx
 
 COMMIT, TREE, BLOB = 1, 2, 3
@@ -32,6 +33,7 @@ MODE_BLOB = 0o100644
 
 # One tree entry: "<octal mode> <name>\0<20-byte id>".
 _TREE_ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)
+_HEX_ID = re.compile(rb"[0-9a-f]{40}")
 
 
 def object_id(kind: int, data: bytes) -> bytes:
@@ -55,6 +57,35 @@ def encode_tree(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
 
 def decode_tree(data: bytes) -> dict[bytes, tuple[int, bytes]]:
     return {m.group(2): (int(m.group(1), 8), m.group(3)) for m in _TREE_ENTRY.finditer(data)}
+
+
+# How deep folders may nest below ``memories/``: a memory path holds at most
+# 1,024 bytes, so at most 507 names ("/memories" and "/x" 507 times).  A
+# deeper tree was not written by vaultmem, and is refused before reading it
+# would run out of stack.
+MAX_DEPTH = 512
+
+
+def entry_name(name: bytes) -> str:
+    """A tree entry's name as text; ValueError for one no memory path may
+    hold and vaultmem never writes: not UTF-8, empty, ``.``, ``..``, holding
+    a ``/`` (git itself refuses these in a tree), or over 255 bytes."""
+    try:
+        text = name.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if text in ("", ".", "..") or "/" in text or len(name) > MAX_SEGMENT_BYTES:
+        shown = repr(name[:48]) + (f" (of {len(name):,} bytes)" if len(name) > 48 else "")
+        raise ValueError(f"named {shown}, which no memory path may hold")
+    return text
+
+
+def commit_tree(data: bytes) -> bytes:
+    """The root tree id a commit object names (its first line); ValueError
+    when ``data`` is no commit (a blob, a tree or a tag where a commit must be)."""
+    if data[:5] != b"tree " or data[45:46] != b"\n" or _HEX_ID.fullmatch(data[5:45]) is None:
+        raise ValueError("no commit naming a tree")
+    return bytes.fromhex(data[5:45].decode("ascii"))
 
 
 def tree_id_offsets(data: bytes) -> dict[bytes, int]:

@@ -44,24 +44,38 @@ class SizeCache:
             self._sizes[oid] = size
         return size
 
-    def tree(self, read: ReadRaw, trees: TreeCache, oid: bytes) -> int:
+    def tree(self, read: ReadRaw, trees: TreeCache, oid: bytes, depth: int = 0) -> int:
         size = self._sizes.get(oid)
         if size is None:
+            check_depth(oid, depth)
             size = 0
             for mode, child in trees.get(read, oid).values():
-                size += self.tree(read, trees, child) if mode == objects.MODE_TREE else self.blob(read, child)
+                size += (
+                    self.tree(read, trees, child, depth + 1) if mode == objects.MODE_TREE else self.blob(read, child)
+                )
             self._sizes[oid] = size
         return size
 
-    def files(self, read: ReadRaw, trees: TreeCache, oid: bytes) -> int:
+    def files(self, read: ReadRaw, trees: TreeCache, oid: bytes, depth: int = 0) -> int:
         """How many files a tree holds, at any depth."""
         count = self._counts.get(oid)
         if count is None:
+            check_depth(oid, depth)
             count = 0
             for mode, child in trees.get(read, oid).values():
-                count += self.files(read, trees, child) if mode == objects.MODE_TREE else 1
+                count += self.files(read, trees, child, depth + 1) if mode == objects.MODE_TREE else 1
             self._counts[oid] = count
         return count
+
+
+def check_depth(oid: bytes, depth: int) -> None:
+    """Refuse a tree nested deeper than any memory path reaches (a vault
+    written by something else), before reading it runs out of stack."""
+    if depth > objects.MAX_DEPTH:
+        raise IntegrityError(
+            f"Error: tree {oid.hex()} nests folders deeper than any memory path can ({objects.MAX_DEPTH} levels); "
+            "run `vaultmem verify`."
+        )
 
 
 @dataclass(frozen=True)
@@ -111,8 +125,14 @@ class Snapshot:
         if root is not None:
             self.memories_id, marked = root
         elif commit_id is not None:
-            commit = read(commit_id)
-            entries = trees.get(read, bytes.fromhex(commit[5:45].decode("ascii")))
+            try:
+                tree_id = objects.commit_tree(read(commit_id))
+            except ValueError as err:  # main (or the version asked for) moved to a blob, a tree or a tag
+                raise IntegrityError(
+                    f"Error: version {commit_id.hex()} is {err}: main, or the version asked for, points at "
+                    "another kind of object; run `vaultmem verify`."
+                ) from err
+            entries = trees.get(read, tree_id)
             found = entries.get(b"memories")
             if found is not None and found[0] == objects.MODE_TREE:
                 self.memories_id = found[1]
@@ -142,7 +162,10 @@ class Snapshot:
     def child_path(self, parent: MemoryPath, name: bytes, entry: tuple[int, bytes]) -> MemoryPath:
         """The real path of the entry ``name`` of the folder ``parent`` (a real
         path).  A sealed name whose every version below was erased stays a token."""
-        text = name.decode("utf-8")
+        try:
+            text = objects.entry_name(name)
+        except ValueError as err:  # a tree vaultmem did not write
+            raise IntegrityError(f"Error: the folder {parent} holds an entry {err}; run `vaultmem verify`.") from err
         if self.names is None:
             return parent.child(text)
         sealed = self.names.seal(parent).child(text)
@@ -179,13 +202,14 @@ class Snapshot:
                 return real
         return None
 
-    def _blobs_below(self, entry: tuple[int, bytes]) -> Iterator[bytes]:
+    def _blobs_below(self, entry: tuple[int, bytes], depth: int = 0) -> Iterator[bytes]:
         mode, oid = entry
         if mode != objects.MODE_TREE:
             yield oid
             return
+        check_depth(oid, depth)
         for child in self.trees.get(self.read_raw, oid).values():
-            yield from self._blobs_below(child)
+            yield from self._blobs_below(child, depth + 1)
 
     @property
     def id(self) -> str | None:
@@ -272,6 +296,7 @@ class Snapshot:
         if mode != objects.MODE_TREE:
             yield path, oid
             return
+        check_depth(oid, len(path.parts))
         for name, child in self.trees.get(self.read_raw, oid).items():
             yield from self._files_below(self.child_path(path, name, child), child)
 

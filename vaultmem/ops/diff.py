@@ -10,7 +10,7 @@ from typing import Literal
 from vaultmem.core.paths import MemoryPath
 from vaultmem.errors import ErasedError
 from vaultmem.git import objects
-from vaultmem.git.snapshot import Snapshot
+from vaultmem.git.snapshot import Snapshot, check_depth
 
 Status = Literal["added", "deleted", "modified", "renamed"]
 
@@ -87,6 +87,7 @@ def _compare(
     if new is not None and not new_is_dir:  # a folder became a file
         out.append((path, None, new[1]))
         new = None
+    check_depth((new or old or (0, b""))[1], len(path.parts))  # a tree vaultmem did not write: refused, not a crash
     # By real name: a version that sealed its names stores the same file under another entry
     old_entries = {a.child_path(path, n, e): e for n, e in (a.trees.get(a.read_raw, old[1]) if old else {}).items()}
     new_entries = {b.child_path(path, n, e): e for n, e in (b.trees.get(b.read_raw, new[1]) if new else {}).items()}

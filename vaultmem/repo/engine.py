@@ -541,6 +541,10 @@ class Engine:
             words = parse_words(at, self.clock())  # "2 days ago": after ids and revisions, never before
             if words is not None:
                 return self._at_time(words, head)
+            if not isinstance(err, (KeyError, pygit2.InvalidSpecError, pygit2.AmbiguousError)):  # damage, not absence
+                raise IntegrityError(
+                    f"Error: git cannot read {at!r} in this vault ({err}); run `vaultmem verify`."
+                ) from err
             raise NotFoundError(f"Error: no version {at!r} in this vault.", step="versions") from err
         if head is None or not self._on_main(commit.id, head):
             raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")

@@ -170,7 +170,12 @@ class SignedCommitsWithoutSigners(CommitSignatures):
 
 
 def _target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
-    found = repo.references.get(ref)
+    try:
+        found = repo.references.get(ref)
+    except pygit2.GitError as err:  # a damaged packed-refs file
+        raise IntegrityError(
+            f"Error: the vault's {ref.removeprefix('refs/heads/')} branch cannot be read ({err})."
+        ) from err
     if found is None:
         return None
     target = found.target

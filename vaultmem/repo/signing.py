@@ -243,7 +243,10 @@ class Signing(Engine):
 
     def has_signers(self) -> bool:
         """Whether the vault has (or had) signers: its signers branch exists."""
-        return self.repo.references.get(signed.SIGNERS_REF) is not None
+        try:
+            return self.repo.references.get(signed.SIGNERS_REF) is not None
+        except pygit2.GitError as err:  # a damaged packed-refs file
+            raise IntegrityError(f"Error: the vault's refs cannot be read ({err}); run `vaultmem verify`.") from err
 
     def signature_of(self, version: str) -> dict[str, object] | None:
         """Who signed one commit and whether it counts, as ``show`` prints it:

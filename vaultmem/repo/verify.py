@@ -261,6 +261,9 @@ class Verifier:
         in the parent: only entries that differ from it are looked at."""
         if tree_id == base:
             return  # the same tree at the same place: checked when it appeared
+        if len(path.parts) >= objects.MAX_DEPTH:
+            self.find("tree", path.text, f"folders nest deeper than any memory path can ({objects.MAX_DEPTH} levels)")
+            return
         entries = self._tree(tree_id, path.text)
         if entries is None:
             return
@@ -270,9 +273,9 @@ class Verifier:
             if old == (mode, oid):
                 continue
             try:
-                child = path.child(name.decode("utf-8"))
+                child = path.child(objects.entry_name(name))
                 parse_stored(child.text)
-            except (UnicodeDecodeError, VaultError):
+            except (ValueError, VaultError):
                 self.find("tree", path.text, f"entry {name!r} is not a name a memory path may have")
                 continue
             if self._sealed and not is_token(child.name):
