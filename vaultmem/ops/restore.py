@@ -101,6 +101,6 @@ def _refuse_erased(store: Store, source: Snapshot, now: Snapshot, target: Memory
             raise ErasedError(
                 f"Error: cannot {command}: the version of {file_path} it would bring back was "
                 f"{erasure.describe()}, and erased content is never restored. Nothing was changed. "
-                f"Restore a single other path with `path=`, or an earlier version.",
+                "Restore the other files one path at a time, or an earlier version.",
                 erasure.commit,
             )
