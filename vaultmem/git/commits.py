@@ -64,6 +64,10 @@ TRASH = "trash"  # in the state folder: files of retired packs and old ref files
 # use: a write of one that found the pack before it was retired names it
 # only when it is done (vaultmem.git.midx).
 TRASH_GRACE = 10.0
+# Seconds after which a merge's temporary file whose process is gone is a
+# leftover (a merge writes its files in well under a second).
+MERGE_LEFTOVER_AGE = 60.0
+_MERGE_TMP = re.compile(r"tmp-([0-9]+)-[0-9]+-merge\.(?:pack|idx)")
 LOCK_MODE = 0o444  # vaultmem's ref locks: no write bit, unlike every lock git makes
 _HEX = frozenset(b"0123456789abcdef")
 
@@ -259,6 +263,8 @@ class CommitPath:
         if keep is not None:
             with contextlib.suppress(OSError):
                 os.unlink(keep)
+        with contextlib.suppress(OSError):
+            self.lock.clear_intent()  # whole: nothing of it for a later holder to finish or remove
         _step("unkept")
         objects.remember(pack)
         if checkpoint:
@@ -281,6 +287,8 @@ class CommitPath:
                 move = self._append(Move(0, ref, expected or ZERO, new, self.epoch, b""))
                 self._move(ref, expected, new)
                 moved = True
+                with contextlib.suppress(OSError):
+                    self.lock.clear_intent()
             except OSError as err:
                 raise _storage_error(err) from err
             finally:
@@ -339,6 +347,12 @@ class CommitPath:
         try:
             return read_ref(self.gitdir, ref)
         except Damaged as err:
+            target = _symbolic_target(os.path.join(self.gitdir, ref))
+            if target is not None:
+                raise IntegrityError(
+                    f"Error: the vault's {ref} is a symbolic ref (to {target}), which vaultmem does not move, so "
+                    f"nothing was changed. Make it a plain ref again: git update-ref --no-deref {ref} {target}"
+                ) from err
             raise IntegrityError(
                 f"Error: the vault's {ref} does not hold a commit id; run `vaultmem verify` and restore it."
             ) from err
@@ -485,20 +499,37 @@ class CommitPath:
         if os.path.exists(stem + ".idx") and os.path.exists(stem + ".pack"):
             return
         made = made if made is not None else []
+        if tmp is not None:
+            self._install_written(pack, stem, tmp, sync, made)
+            return
         for suffix, data in ((".pack", pack.data), (".idx", pack.idx)):
-            if tmp is None:
-                self._put(data, stem + suffix, suffix)
-            else:
-                written = os.path.join(self.state, tmp + suffix)
-                _write_file(written, data, sync=sync, allocate=True)
-                try:
-                    os.rename(written, stem + suffix)
-                except OSError:
-                    _drop(written)
-                    raise
+            self._put(data, stem + suffix, suffix)
             made.append(stem + suffix)
             if steps:
                 _step("packed" if suffix == ".pack" else "indexed")
+
+    def _install_written(self, pack: objects.Pack, stem: str, tmp: str, sync: bool, made: list[str]) -> None:
+        """Both files written in full under temporary names first, then
+        renamed into place, the index last: a full disk, or a process killed
+        while it writes them, leaves nothing in ``objects/pack`` (a pack
+        without its index there is one that no git command reads, and that
+        nothing but ``git gc`` would remove)."""
+        written: list[str] = []
+        try:
+            for suffix, data in ((".pack", pack.data), (".idx", pack.idx)):
+                path = os.path.join(self.state, tmp + suffix)
+                _write_file(path, data, sync=sync, allocate=True)
+                written.append(path)
+            os.rename(written[0], stem + ".pack")
+            try:
+                os.rename(written[1], stem + ".idx")
+            except OSError:
+                _drop(stem + ".pack")
+                raise
+        finally:
+            for path in written:
+                _drop(path)  # what was not renamed
+        made += [stem + ".pack", stem + ".idx"]
 
     def _new_file(self, data: bytes, suffix: str, allocate: bool = False) -> int | str:
         """A new read-only file holding ``data``, for the caller to link or
@@ -718,6 +749,13 @@ class CommitPath:
             keep = os.path.join(self.pack_dir, f"pack-{intent.pack}.keep")
             if self._is_our_keep(keep):
                 os.unlink(keep)
+            # A pack it renamed into place without its index (killed between
+            # the two renames) is one no git command reads or lists (git finds
+            # packs by their index) and that nothing else removes: it goes.
+            stem = os.path.join(self.pack_dir, f"pack-{intent.pack}")
+            if intent.pack and not os.path.exists(stem + ".idx"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(stem + ".pack")
         for leftover in self.state.glob("tmp-*"):  # only vaultmem writes in its state folder
             with contextlib.suppress(OSError):
                 leftover.unlink()
@@ -726,10 +764,25 @@ class CommitPath:
         """Temporary files named for this process's writes (``tmp-<pid>.pack``
         and the like): under the writer lock none is being written, so any is
         a leftover of an earlier process that had this pid.  A merge's
-        (``tmp-<pid>-<thread>-merge``) runs without the lock and is left alone."""
+        (``tmp-<pid>-<thread>-merge``) runs without the lock: one is removed
+        only when its process is gone and it is older than
+        ``MERGE_LEFTOVER_AGE`` (a process killed while its upkeep merged
+        packs; no dirty lock tells anyone, so nothing else would remove it)."""
         for suffix in (".pack", ".idx", ".ref", ".held", ".pruned"):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.state, f"tmp-{os.getpid()}{suffix}"))
+        try:
+            names = os.listdir(self.state)
+        except OSError:
+            names = []
+        for name in names:
+            match = _MERGE_TMP.fullmatch(name)
+            if match is None or int(match[1]) == os.getpid() or _alive(int(match[1])):
+                continue
+            path = os.path.join(self.state, name)
+            with contextlib.suppress(OSError):
+                if time.time() - os.lstat(path).st_mtime > MERGE_LEFTOVER_AGE:
+                    os.unlink(path)
 
     def _is_our_keep(self, keep: str) -> bool:
         try:
@@ -959,7 +1012,35 @@ def _write_all(fd: int, data: bytes, path: str) -> None:
         view = view[written:]
 
 
+def _symbolic_target(path: str) -> str | None:
+    """The ref a symbolic ref file (``ref: refs/heads/...``, as ``git
+    symbolic-ref`` writes it) points to; None for anything else."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(4096)
+    except OSError:
+        return None
+    match = re.fullmatch(rb"ref: (refs/[\x21-\x7e]+)\n?", data)
+    return match[1].decode("ascii") if match is not None else None
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of that id runs (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _storage_error(err: OSError) -> VaultError:
+    if err.errno == errno.EXDEV:
+        return StorageError(
+            f"Error: {storage_reason(err)}, so nothing was changed: vaultmem writes a vault only when it is whole "
+            "on one file system. Move the whole vault folder instead, or put that folder back, then try again."
+        )
     return StorageError(
         f"Error: {storage_reason(err)}, so nothing was changed. Free space or fix the permissions, then try again."
     )
@@ -967,10 +1048,4 @@ def _storage_error(err: OSError) -> VaultError:
 
 def storage_reason(err: OSError) -> str:
     """What a failed file operation means to a user, in a few words."""
-    return {
-        errno.ENOSPC: "the disk is full",
-        errno.EDQUOT: "the disk quota is used up",
-        errno.EROFS: "the vault is on a read-only file system",
-        errno.EACCES: "a folder of the vault is not writable",
-        errno.EPERM: "a folder of the vault is not writable",
-    }.get(err.errno or 0, f"the storage failed ({os.strerror(err.errno) if err.errno else err})")
+    return durable.storage_reason(err)

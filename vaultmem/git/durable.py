@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import os
 import signal
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import cast
+
+from vaultmem.errors import StorageError
 
 STATE_DIR = "vaultmem"
 
@@ -63,6 +66,23 @@ def sync_dir(path: os.PathLike[str] | str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def storage_reason(err: OSError) -> str:
+    """What a failed file operation means to a user, in a few words."""
+    return {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is used up",
+        errno.EROFS: "the vault is on a read-only file system",
+        errno.EACCES: "a folder of the vault is not writable",
+        errno.EPERM: "a folder of the vault is not writable",
+        # A folder inside the vault (objects, refs, vaultmem) is a link to
+        # another file system: vaultmem renames and links its new files from
+        # one of them into another, and syncs the vault's file system.
+        errno.EXDEV: (
+            "the vault's folders are on more than one file system (a folder inside it is a link to another disk?)"
+        ),
+    }.get(err.errno or 0, f"the storage failed ({os.strerror(err.errno) if err.errno else err})")
 
 
 class WriterLock:
@@ -131,21 +151,43 @@ class WriterLock:
         cache does (a killed writer); after a power cut the journal decides."""
         os.pwrite(self._fd, intent.encode() + b"end\n", 1)
 
+    def clear_intent(self) -> None:
+        """The holder's write is whole (the lock must be held): its intent
+        no longer names anything to finish or remove.  Without this, a later
+        holder that dies before it records an intent of its own (while it
+        builds its change, or in the upkeep) would leave this finished
+        write's intent behind, and the next holder would make its move
+        again, over an operator who has moved the ref back since."""
+        os.pwrite(self._fd, b"\0", 1)
+
     def read_intent(self) -> Intent | None:
         """The intent of the last holder (the lock must be held)."""
         return _decode_intent(os.pread(self._fd, 512, 1))
 
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
-        """Hold the lock.  When the previous holder died mid-write, ``on_dirty``
-        clears what it left first; if that fails, the flag stays set for the next holder."""
-        with self._mutex:
+    def _take(self) -> int:
+        """Open and lock the lock file.  A vault whose lock cannot be opened
+        for writing (a read-only mount, a file this user may not write) is a
+        StorageError saying why, like any other write the disk refuses."""
+        try:
             fd = self._open()
             fcntl.flock(fd, fcntl.LOCK_EX)
             while not self._still_the_lock_file(fd):
                 self._drop()
                 fd = self._open()
                 fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as err:
+            raise StorageError(
+                f"Error: {storage_reason(err)}, so nothing was changed. Free space or fix the permissions, then "
+                "try again."
+            ) from err
+        return fd
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold the lock.  When the previous holder died mid-write, ``on_dirty``
+        clears what it left first; if that fails, the flag stays set for the next holder."""
+        with self._mutex:
+            fd = self._take()
             try:
                 if os.pread(fd, 1, 0) == b"1":
                     if self.on_dirty is not None:

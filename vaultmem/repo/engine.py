@@ -373,7 +373,10 @@ class Engine:
         one clear error here, before any other work."""
         folder = Path(path)
         if folder.exists() and not folder.is_dir():
-            raise NotAVaultError(f"Error: {folder} is not a vault: it is a file, not a folder.")
+            named = _gitdir_file(folder)  # `.git` as a file: "gitdir: PATH", which git follows
+            if named is None:
+                raise NotAVaultError(f"Error: {folder} is not a vault: it is a file, not a folder.")
+            folder = named
         if not folder.is_dir():
             raise NotAVaultError(f"Error: {folder} is not a vault: no such folder.", step="create")
         try:
@@ -392,8 +395,17 @@ class Engine:
                 f"Error: {folder} is a git working copy of a vault, not a vault: a vault is a bare repository. "
                 f"Clone it with `vaultmem clone URL FOLDER` (or `git clone --bare`)."
             )
+        if repo.is_bare and ref is None and _was_a_vault(repo):
+            raise NotAVaultError(
+                f"Error: {folder} is a vault whose keyring branch {KEYRING_REF} is gone (deleted with `git branch "
+                "-D` or `git update-ref -d`?), so it cannot be opened. Its last commit is still there until a `git "
+                "gc` prunes it: find it with `git fsck` (a dangling commit whose tree holds keyring.json) and "
+                f"restore the branch with `git update-ref {KEYRING_REF} ID`, or restore it from "
+                "a clone."
+            )
         if not repo.is_bare or ref is None:
             raise NotAVaultError(f"Error: {folder} is not a vault (a git repository without a vaultmem keyring).")
+        folder = _git_dir(folder, repo)
         alternate, overlay = _power_cut_view(folder)
         try:
             if alternate is not None:
@@ -1199,6 +1211,47 @@ def _unusable_git_kind(folder: Path) -> str | None:
     if settings.get("refstorage", "files") != "files":
         return f"{settings['refstorage']} ref storage (extensions.refStorage)"
     return None
+
+
+def _gitdir_file(file: Path) -> Path | None:
+    """The folder a ``gitdir: PATH`` file names (relative to the file's own
+    folder, as git reads it); None for any other file."""
+    try:
+        with open(file, "rb") as fh:
+            data = fh.read(4097)
+    except OSError:
+        return None
+    if not data.startswith(b"gitdir: ") or len(data) > 4096:
+        return None
+    try:
+        named = data[len(b"gitdir: ") :].decode("utf-8").strip("\r\n")
+    except UnicodeDecodeError:
+        return None
+    return file.parent / named if named else None
+
+
+def _was_a_vault(repo: pygit2.Repository) -> bool:
+    """Whether a repository without a keyring branch is a vault that lost it:
+    ``vaultmem init`` sets ``vaultmem.format`` in its config."""
+    try:
+        return "vaultmem.format" in repo.config
+    except (pygit2.GitError, OSError):
+        return False
+
+
+def _git_dir(folder: Path, repo: pygit2.Repository) -> Path:
+    """The folder git's files are in: ``folder`` itself for a vault, or the
+    repository its ``.git`` names (a ``gitdir:`` file, or a symbolic link),
+    which git and libgit2 follow.  vaultmem reads and writes git's files
+    directly, so it must use that folder too: through ``folder`` it would
+    find no refs (an empty memory) and no place for its packs."""
+    gitdir = Path(repo.path)
+    try:
+        if os.path.samefile(gitdir, folder):
+            return folder
+    except OSError:
+        return folder
+    return gitdir
 
 
 def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes] | None]:
