@@ -143,7 +143,7 @@ def read_loose(path: str) -> bytes | None:
     """The id a loose ref file holds (20 bytes); None when there is no such
     file; raises Damaged when it holds anything else (symbolic refs included)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO put there: no wait for a writer
     except FileNotFoundError:
         return None
     except IsADirectoryError as err:

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -379,6 +380,7 @@ class Engine:
             folder = named
         if not folder.is_dir():
             raise NotAVaultError(f"Error: {folder} is not a vault: no such folder.", step="create")
+        _refuse_special_files(folder)
         try:
             repo = pygit2.Repository(str(folder), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except pygit2.GitError as err:
@@ -440,6 +442,7 @@ class Engine:
                 return pygit2.Oid(raw=overlay[1])
             self._overlay = None  # a writer has repaired main (or moved it): the disk is right again
         if raw == DAMAGED:
+            _refuse_special_files(self.path)  # a FIFO there: libgit2 would wait for a writer for ever
             try:
                 ref = self.repo.references.get(MAIN)  # a symbolic ref, or damage: libgit2 decides
                 return ref.resolve().target if ref is not None else None  # type: ignore[return-value]
@@ -1228,6 +1231,28 @@ def _gitdir_file(file: Path) -> Path | None:
     except UnicodeDecodeError:
         return None
     return file.parent / named if named else None
+
+
+# The files git and vaultmem read to open a vault and answer a call: one of
+# them replaced by a FIFO would make every open wait for a writer, for ever.
+_READ_AT_ONCE = ("config", "HEAD", "packed-refs", "commondir", "objects/info/alternates", *sharing.BRANCHES)
+
+
+def _refuse_special_files(folder: Path) -> None:
+    """Refuse a vault one of whose git files is a FIFO, a device or a socket:
+    reading it would block in libgit2 (or here), far from the cause."""
+    for base in (folder, folder / ".git"):
+        for name in _READ_AT_ONCE:
+            try:
+                mode = os.stat(base / name).st_mode
+            except OSError:
+                continue  # missing (or a dangling link): git's own rules apply
+            if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a folder: git's and vaultmem's own errors
+                kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or a socket"
+                raise IntegrityError(
+                    f"Error: the vault's {name} is not a file (it is {kind}), so the vault cannot be read; "
+                    f"put back the file git keeps there (from a clone or a backup of {folder})."
+                )
 
 
 def _was_a_vault(repo: pygit2.Repository) -> bool:
