@@ -9,18 +9,14 @@ started and stopped here, real keys, the CLI in a subprocess.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import git
-from sshserver import free_port
+from test_sync import git_daemon, write
 
 from vaultmem import ConflictError, IntegrityError, Vault, VaultError, VaultMemoryTool, generate_key
 
@@ -30,12 +26,6 @@ VAULT_REFS = {"refs/heads/main", "refs/heads/vaultmem-keyring"}
 def server(path: Path) -> Path:
     subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(path)], check=True)
     return path
-
-
-def write(vault: Vault, name: str, text: str) -> None:
-    VaultMemoryTool(vault, actor="agent", session="s").call(
-        {"command": "create", "path": f"/memories/{name}", "file_text": text}
-    )
 
 
 @pytest.fixture
@@ -174,38 +164,6 @@ def test_a_clone_of_a_shallow_server_says_its_history_is_incomplete(
 
 
 # -- what a server refuses ----------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def git_daemon(base: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            "git",
-            "daemon",
-            "--reuseaddr",
-            "--export-all",
-            "--enable=receive-pack",
-            f"--base-path={base}",
-            "--listen=127.0.0.1",
-            f"--port={port}",
-            str(base),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("git daemon did not start")
-        yield f"git://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def test_a_push_a_servers_hook_declines_says_so_and_not_pull_first(
