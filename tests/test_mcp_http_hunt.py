@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp_helpers import ACTOR, HttpServer, Result, Served, assert_clean, free_port, git_out, http_session, result_of
+from test_mcp_hunt import with_automatic_sync
 
 TIMEOUT = 60.0  # seconds: a bound on a server starting, answering or exiting, never an expectation of speed
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -38,14 +39,6 @@ def served(tmp_path: Path) -> Served:
 
 def token_of(served: Served) -> str:
     return (served.path / "vaultmem" / "mcp-token").read_text(encoding="ascii").strip()
-
-
-def with_automatic_sync(served: Served, remote: Path) -> None:
-    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
-    vaultmem = [*served.command()[:3], "--vault", str(served.path)]
-    for step in (["remote", "add", "origin", str(remote)], ["policy", "set", "sync_remote=origin", "--actor", "ops"]):
-        done = subprocess.run([*vaultmem, *step], env=served.env(), capture_output=True, text=True, check=False)
-        assert done.returncode == 0, done.stderr
 
 
 def waits_for_lock(pid: int, lock: Path) -> bool:
