@@ -114,6 +114,17 @@ def _with_suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     return f"{message} {see}"
 
 
+def _typed(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command the arguments name (``key rotate``'s for
+    ``vaultmem key rotate ...``), or ``parser`` itself when they name none."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(getattr(args, action.dest or "", None) or "")
+            if sub is not None:
+                return _typed(sub, args)
+    return parser
+
+
 def _all_options(parser: argparse.ArgumentParser) -> list[str]:
     """Every option string of the parser and of its sub-commands."""
     found = [o for a in parser._actions for o in a.option_strings]
@@ -389,7 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             import argcomplete
 
             argcomplete.autocomplete(parser)
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # refused by the command typed, with its own options to suggest from
+            _typed(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
         return _run(args)
     except UsageError as err:
         sys.stderr.write(err.usage)
@@ -670,11 +683,27 @@ def _cat(vault: Vault, args: argparse.Namespace) -> int:
     if args.json:  # the version first, then its text: a write landing meanwhile changes neither
         head = vault.head() if args.at is None else None
         version = vault.resolve(args.at).id if args.at is not None else str(head) if head is not None else None
-        text = vault.read(args.path, at=version)  # an empty vault: not found
+        text = _read_file(vault, args.path, version)  # an empty vault: not found
         print_json({"path": args.path, "version": version, "content": text})
     else:
-        write_exact(vault.read(args.path, at=args.at))
+        write_exact(_read_file(vault, args.path, args.at))
     return 0
+
+
+def _read_file(vault: Vault, path: str, at: str | None) -> str:
+    """A file's text; a folder given instead is named as one, with how to list it."""
+    try:
+        return vault.read(path, at=at)
+    except NotFoundError:
+        try:
+            entries = vault.listing(path, at=at)
+        except VaultError:
+            entries = None
+        if entries is not None and not any(e.kind == "file" and e.path == path for e in entries):
+            shown = visible(path)
+            listing = f"vaultmem ls {shlex.quote(shown)}"
+            raise UsageError(f"{shown} is a folder, not a file; list it with `{listing}`.") from None
+        raise
 
 
 def _log_parser(commands: _Commands) -> None:
@@ -1357,6 +1386,7 @@ def _key_change(vault: Vault, args: argparse.Namespace) -> int:
             f"{ENV_NEW_PASSPHRASE}."
         )
     source, what = found
+    old = type(vault).protection(vault.path) or "key"  # what stops opening the vault
     try:
         vault.change_key(**source)
     except BadKeyError as err:
@@ -1368,7 +1398,7 @@ def _key_change(vault: Vault, args: argparse.Namespace) -> int:
     if args.json:
         print_json({"protection": _protection(source), "opens_with": what})
     else:
-        print(f"The vault now opens with {what} only; the old key no longer opens it.")
+        print(f"The vault now opens with {what} only; the old {old} no longer opens it.")
     return 0
 
 

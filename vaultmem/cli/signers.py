@@ -23,6 +23,7 @@ from vaultmem.cli.render import print_json, short
 from vaultmem.core.crypto import check_new_passphrase, read_passphrase_file
 from vaultmem.core.signers import Signer, Signers, check_principal, show_time
 from vaultmem.core.signing import ENV_SIGNING_KEY, ENV_SIGNING_PASSPHRASE, PublicKey, SigningKey, resolve_signing_key
+from vaultmem.core.values import is_unicode
 from vaultmem.core.versions import parse_when
 from vaultmem.errors import BadKeyError, VaultError
 from vaultmem.repo.signed import read_signers
@@ -162,6 +163,8 @@ def signer_new(args: argparse.Namespace) -> int:
         passphrase = os.environ[ENV_SIGNING_PASSPHRASE]
     elif getattr(args, "passphrase", False):  # `signer new --passphrase`: asked for, as `init --passphrase` asks
         passphrase = _new_passphrase(args.name)
+    if passphrase is not None:  # the rule holds however it is given; bytes not UTF-8 are measured as bytes
+        check_new_passphrase(passphrase if is_unicode(passphrase) else os.fsencode(passphrase).decode("latin-1"))
     key = SigningKey.generate()
     line = key.save(out, passphrase, comment=args.name)
     if args.json:

@@ -98,9 +98,11 @@ def find_stale(vault: Store, snap: Snapshot, unread_for: int, now: float) -> lis
     files = dict(snap.files(MemoryPath(())))
     used = vault.reads.load()
     logged = {p: _logged(vault, used, p) for p in files}
-    unknown = {p: oid for p, oid in files.items() if logged[p] < 0}
-    written = last_written(vault, snap, unknown) if unknown else {}
     cutoff = now - unread_for
+    # The history decides for every file the log alone would expire: a write
+    # pulled from another clone is in the history, never in this clone's log.
+    unknown = {p: oid for p, oid in files.items() if logged[p] <= cutoff}
+    written = last_written(vault, snap, unknown) if unknown else {}
     stale = []
     for path, oid in sorted(files.items(), key=lambda item: item[0].text):
         last = max(logged[path], written.get(path, -1))

@@ -1112,6 +1112,14 @@ class Engine:
                 new_key.mac_key, self.keyring.user_key.mac_key
             ):
                 raise VaultError("Error: the vault already opens with that key; nothing was changed.")
+            if (
+                passphrase is not None
+                and self.keyring.protector.get("kind") == "passphrase"
+                and hmac.compare_digest(
+                    UserKey.from_passphrase(passphrase, self.keyring.protector).mac_key, self.keyring.user_key.mac_key
+                )
+            ):  # the same passphrase under a new salt would still open the vault
+                raise VaultError("Error: the vault already opens with that passphrase; nothing was changed.")
             now = int(self.clock())
             self.keyring.rewrap(new_key, protector, now)
             write_keyring(self._commits, self.keyring, "vaultmem: change the user key", now)
