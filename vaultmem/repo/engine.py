@@ -405,6 +405,12 @@ class Engine:
                 f"restore the branch with `git update-ref {KEYRING_REF} ID`, or restore it from "
                 "a clone."
             )
+        if repo.is_bare and ref is None and _sealed_main(repo):
+            raise NotAVaultError(
+                f"Error: {folder} holds a vault's versions but not its keyring branch {KEYRING_REF.rsplit('/')[-1]} "
+                "(a `git clone` with --depth or --single-branch takes main only), so nothing in it can be "
+                "read. Clone the vault with `vaultmem clone URL FOLDER`, or with `git clone --bare URL FOLDER`."
+            )
         if not repo.is_bare or ref is None:
             raise NotAVaultError(f"Error: {folder} is not a vault (a git repository without a vaultmem keyring).")
         folder = _git_dir(folder, repo)
@@ -1261,6 +1267,18 @@ def _refuse_special_files(folder: Path) -> None:
                     f"Error: the vault's {name} is not a file (it is {kind}), so the vault cannot be read; "
                     f"put back the file git keeps there (from a clone or a backup of {folder})."
                 )
+
+
+def _sealed_main(repo: pygit2.Repository) -> bool:
+    """Whether ``main``'s last commit carries a vaultmem seal: a vault's
+    history, copied without its keyring branch."""
+    try:
+        ref = repo.references.get(MAIN)
+        raw = repo.odb.read(ref.resolve().target)[1] if ref is not None else b""
+    except (pygit2.GitError, KeyError, ValueError):
+        return False
+    head, _, _ = raw.partition(b"\n\n")
+    return any(line.startswith(SEAL_HEADER + b" ") for line in head.split(b"\n"))
 
 
 def _was_a_vault(repo: pygit2.Repository) -> bool:
