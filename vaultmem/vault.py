@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import NoReturn, SupportsIndex
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
@@ -38,8 +39,21 @@ def _check_regex(pattern: object, regex: bool, ignore_case: bool) -> None:
         raise VaultError(f"Error: {shown!r} is not a regular expression ({err}).") from err
 
 
+NOT_SENT = (
+    "{what} cannot be sent to another process (pickled): it holds the vault's unlocked key, open files "
+    "and locks. Send the vault's path instead and, in the other process, {how}."
+)
+
+
 class Vault(Store):
     """An encrypted, versioned memory in a git repository (docs/api.md)."""
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        """Refuse pickling (multiprocessing's spawn, a process pool) with what
+        to do instead, not Python's ``cannot pickle '_thread.lock' object``."""
+        raise TypeError(
+            NOT_SENT.format(what="This Vault", how="open it with Vault.open(path, key=...) or VAULTMEM_KEY")
+        )
 
     def find(
         self, pattern: str, *, regex: bool = False, ignore_case: bool = False, path: str | None = None

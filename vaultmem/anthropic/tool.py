@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 import anyio.to_thread
 from anthropic.lib.tools import ToolError
@@ -27,7 +27,7 @@ from vaultmem.core.signing import SigningKey, resolve_signing_key
 from vaultmem.errors import CommandError
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands, check_who, new_session
-from vaultmem.vault import Vault
+from vaultmem.vault import NOT_SENT, Vault
 
 __all__ = ["AsyncVaultMemoryTool", "ToolError", "VaultMemoryTool"]
 
@@ -89,6 +89,11 @@ class _VaultTool:
     @property
     def vault(self) -> Vault:
         return self._vault
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        """Refuse pickling with what to do instead (see :meth:`Vault.__reduce_ex__`)."""
+        how = f"make the tool there: {type(self).__name__}(Vault.open(path, key=...), actor=...)"
+        raise TypeError(NOT_SENT.format(what=f"This {type(self).__name__}", how=how))
 
     @property
     def actor(self) -> str:

@@ -254,6 +254,13 @@ class CommitPath:
             except OSError as err:
                 raise _storage_error(err) from err
             finally:
+                if not moved and move is not None and self._now_at(ref, commit.id):
+                    # The rename was made, and something raised after it (a
+                    # signal handler's timeout): the write stands, whole.
+                    moved = True
+                    if keep is not None:
+                        with contextlib.suppress(OSError):
+                            os.unlink(keep)
                 if not moved:
                     if move is not None:
                         self._void(move)  # durable, but the ref never moved: never repair it into place
@@ -292,8 +299,16 @@ class CommitPath:
             except OSError as err:
                 raise _storage_error(err) from err
             finally:
-                if not moved and move is not None:
+                if not moved and move is not None and not self._now_at(ref, new):
                     self._void(move)
+
+    def _now_at(self, ref: str, new: bytes) -> bool:
+        """Whether ``ref`` holds ``new``: its move was made, whatever
+        interrupted the write after it."""
+        try:
+            return read_ref(self.gitdir, ref) == new
+        except (Damaged, OSError):
+            return False
 
     def _move(self, ref: str, expected: bytes | None, new: bytes, *, check: bool = True) -> None:
         """Move ``ref`` from ``expected`` to ``new`` as git does: its lock,

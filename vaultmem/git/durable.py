@@ -135,9 +135,15 @@ class WriterLock:
         self._finalizer = None
         self._fd = -1
 
-    def close(self) -> None:
+    def close(self, then: Callable[[], None] | None = None) -> None:
+        """Release the lock file; ``then`` releases what writers use under
+        the lock (the journal, the files made ahead), in the same hold of
+        the mutex: a write another thread starts meanwhile waits, then opens
+        them again, rather than using a descriptor closed under it."""
         with self._mutex:
             self._drop()
+            if then is not None:
+                then()
 
     def reset_after_fork(self) -> None:
         """In a forked child: a fresh mutex (another thread of the parent may

@@ -222,8 +222,7 @@ class Engine:
         """Finish pending upkeep and release the vault's file descriptors
         (reopened if the vault is used again)."""
         self._upkeep.stop()
-        self._lock.close()
-        self._commits.close()
+        self._lock.close(then=self._commits.close)
         self._free_handle()
 
     def _free_handle(self) -> None:
