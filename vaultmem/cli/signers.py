@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import getpass
 import os
 import stat
@@ -319,14 +320,19 @@ def checkpoint(vault: Vault, args: argparse.Namespace) -> int:
                     os.unlink(args.out)
             raise
         if out is not None:
+            size = os.fstat(out.fileno()).st_size
             try:
-                out.write(made.text)
-                out.flush()
-                os.fsync(out.fileno())
-            except OSError as err:
+                _append_whole(out.fileno(), made.text.encode("utf-8"))
+            except OSError as err:  # a full disk: no part of it stays to damage the checkpoints before it
+                with contextlib.suppress(OSError):
+                    if existed:
+                        os.ftruncate(out.fileno(), size)
+                    else:
+                        os.unlink(args.out)
                 raise VaultError(
                     f"Error: the checkpoint was kept on the vault's vaultmem-checkpoints branch, but appending it to "
-                    f"{args.out} failed ({err.strerror}); `git show vaultmem-checkpoints:checkpoints` holds it."
+                    f"{args.out} failed ({err.strerror}), so the file is as it was; "
+                    "`git show vaultmem-checkpoints:checkpoints` holds it."
                 ) from err
     finally:
         if out is not None:
@@ -342,6 +348,16 @@ def checkpoint(vault: Vault, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(made.text)
     return 0
+
+
+def _append_whole(fd: int, data: bytes) -> None:
+    """Append ``data`` to the file open (for appending) as ``fd``, synced; an OSError if any part fails."""
+    while data:
+        written = os.write(fd, data)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        data = data[written:]
+    os.fsync(fd)
 
 
 def _open_for_append(name: str) -> TextIO:

@@ -277,6 +277,9 @@ class Keyring:
         # Sealed names (format 2): the name key, never destroyed; None when
         # the vault stores real names.
         self.names: Names | None = None
+        # The user key before the last rewrap: the stored keyring opens with
+        # it until the rewrapped one is written (see take).
+        self.previous_user_key: UserKey | None = None
 
     @property
     def format(self) -> int:
@@ -432,8 +435,22 @@ class Keyring:
         if self.names is not None:
             self.doc["names"]["wrapped"] = new_user_key.fernet.encrypt_at_time(self.names.key, now).decode("ascii")
         self.doc["protector"] = protector
+        self.previous_user_key = self.user_key
         self.user_key = new_user_key
         self._sign()
+
+    def take(self, other: Keyring) -> None:
+        """Become ``other`` (the keyring as stored), in place: every holder of
+        this object then reads, writes and encrypts with the stored keys, not
+        with a change whose write was refused."""
+        self.doc = other.doc
+        self.keys = other.keys
+        self.user_key = other.user_key
+        self.covers = other.covers
+        self.problems = other.problems
+        self.names = other.names
+        self.previous_user_key = None
+        self._leaves = LRU(4096)
 
     def destroy(self, blobs: Mapping[str, tuple[str, int]], erasure: Erasure, now: int) -> list[str]:
         """Destroy the keys of the format 2 blobs ``{blob id: (epoch, nonce)}``

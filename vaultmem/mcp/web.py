@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import os
 import re
@@ -90,11 +91,21 @@ def load_or_make_token(path: Path) -> str:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
     except OSError as err:
         raise VaultError(f"Error: cannot make the token file {path}: {err.strerror or err}.") from err
+    data = (token + "\n").encode("ascii")
     try:
-        os.write(fd, (token + "\n").encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as err:  # a full disk, a quota: no empty token file is left to refuse the next start
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise VaultError(
+            f"Error: cannot write the token file {path}: {err.strerror or err}; nothing was made. "
+            "Free space, then start the server again."
+        ) from err
     return token
 
 

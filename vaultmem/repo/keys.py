@@ -82,7 +82,34 @@ def write_keyring(
     draft = Draft(tree.id, parents, COMMITTER, now, message + "\n")
     # Format 2 keyrings hold key covers an erasure must be able to destroy:
     # their packs stay apart from everything else (hold).
-    commits.commit(KEYRING_REF, current, [blob, tree], draft, checkpoint=True, hold=keyring.format >= 2)
+    try:
+        commits.commit(KEYRING_REF, current, [blob, tree], draft, checkpoint=True, hold=keyring.format >= 2)
+    except BaseException:
+        _back_to_stored(commits.gitdir, keyring)
+        raise
+    keyring.previous_user_key = None
+
+
+def _back_to_stored(gitdir: Path, keyring: Keyring) -> None:
+    """A keyring write was refused (a full disk, a quota, a signal): the
+    caller changed ``keyring`` in place before writing it, so it becomes the
+    keyring as stored again, as a vault opened now would read it.  Otherwise
+    the open vault would go on with keys that are not on the disk: encrypting
+    new versions under a data key never stored (unreadable once the vault is
+    reopened), or refusing the same key change run again."""
+    with contextlib.suppress(Exception):  # the refusal is what the caller reports
+        stored = read_ref(gitdir, KEYRING_REF)
+        if stored is None:
+            return  # a new vault: its folder is taken back whole
+        doc = Keyring.parse(keyring_blob(pygit2.Repository(str(gitdir)), pygit2.Oid(raw=stored)))
+        if doc == keyring.doc:
+            return
+        for user_key in (keyring.user_key, keyring.previous_user_key):
+            if user_key is None:
+                continue
+            with contextlib.suppress(Exception):
+                keyring.take(Keyring.unlock(doc, user_key))
+                return
 
 
 def keyring_objects(repo: pygit2.Repository, tips: list[pygit2.Oid]) -> set[bytes]:
