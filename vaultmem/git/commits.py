@@ -189,6 +189,7 @@ class CommitPath:
         self.pack_dir = gitdir / "objects" / "pack"
         self.state = gitdir / durable.STATE_DIR
         self.trash = self.state / TRASH
+        self.trashed = False  # whether this instance put anything in the trash (only a write does)
         self._epoch: bytes | None = None
         self._checked_epoch = False
         self.fresh = FreshFiles(self.state)
@@ -344,6 +345,7 @@ class CommitPath:
         """Give ``target`` the extra name ``name`` in the trash; False when
         there is no ``target`` (a ref only in packed-refs, or a new one) or
         the link cannot be made (the rename then frees the file at once)."""
+        self.trashed = True
         for _ in range(2):
             try:
                 os.link(target, name)
@@ -603,6 +605,7 @@ class CommitPath:
         it is being retired goes back (:mod:`vaultmem.git.midx`)."""
         if midx.lists(self.pack_dir, pack):
             return
+        self.trashed = True
         for suffix in (".idx", ".pack"):
             path = pack.with_suffix(suffix)
             target = os.path.join(self.trash, path.name)

@@ -75,8 +75,9 @@ class Upkeep:
             self._wake.notify()
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        with contextlib.suppress(OSError):
-            self.commits.empty_trash()  # what writes retired during the last round
+        if self.commits.trashed:  # an instance that only read never writes, not even to empty the trash
+            with contextlib.suppress(OSError):
+                self.commits.empty_trash()  # what writes retired during the last round
 
     def _loop(self) -> None:
         while True:

@@ -179,8 +179,9 @@ class Engine:
         self._commits = CommitPath(path, self._lock)
         self._upkeep = Upkeep(path, self._lock, self._commits)
         # After a power cut, until a writer repairs git's files: main as the
-        # journal says it is, if main on disk is still what it was (see _load_overlay).
+        # journal says it is, if main on disk is still what it was (see _power_cut_view).
         self._overlay: tuple[bytes | None, bytes] | None = None
+        self._policy_overlay: tuple[bytes | None, bytes] | None = None  # the same for the policy branch
         self._alternate: str | None = None  # the journal's packs, in that case (outside the vault)
         self._policy: tuple[str | None, Policy] | None = None
         self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
@@ -413,11 +414,14 @@ class Engine:
         if not repo.is_bare or ref is None:
             raise NotAVaultError(f"Error: {folder} is not a vault (a git repository without a vaultmem keyring).")
         folder = _git_dir(folder, repo)
-        alternate, overlay = _power_cut_view(folder)
+        alternate, views = _power_cut_view(folder)
+        ring = views[KEYRING_REF][1] if KEYRING_REF in views else None
         try:
             if alternate is not None:
                 repo.odb.add_disk_alternate(alternate)
-            doc = Keyring.parse(keyring_blob(repo, ref.target))
+            # the keyring as replayed: after a power cut that lost an acknowledged
+            # key change's ref, the new key opens the vault and the old one does not
+            doc = Keyring.parse(keyring_blob(repo, pygit2.Oid(raw=ring) if ring is not None else ref.target))
             user_key = cls._user_key(key, key_file, passphrase, doc.get("protector"))
             vault = cls(folder, Keyring.unlock(doc, user_key), clock)
         except BaseException:
@@ -426,7 +430,8 @@ class Engine:
             raise
         if alternate is not None:
             weakref.finalize(vault, shutil.rmtree, alternate, True)
-        vault._alternate, vault._overlay = alternate, overlay
+        vault._alternate, vault._overlay = alternate, views.get(MAIN)
+        vault._policy_overlay = views.get(policy_mod.POLICY_REF)
         return vault
 
     # -- plumbing ------------------------------------------------------------
@@ -1031,10 +1036,17 @@ class Engine:
         """The vault's stored policy (the defaults until an operator sets one).
         Raises IntegrityError if the stored policy fails its seal."""
         raw = read_ref_or_damaged(self.path, policy_mod.POLICY_REF)
-        target = raw.hex() if raw is not None else None
+        overlay = self._policy_overlay
+        if overlay is not None and overlay[0] != raw:
+            overlay = self._policy_overlay = None  # a writer has repaired the branch: the disk is right again
+        replayed = overlay[1] if overlay is not None else None
+        target = (replayed or raw or b"").hex() or None
         cached = self._policy
         if cached is None or cached[0] != target:
-            policy, _ = policy_mod.read_policy(self.repo, self.keyring)
+            if replayed is not None:  # after a power cut, as the journal says (see _power_cut_view)
+                policy = policy_mod.policy_at(self.repo, self.keyring, pygit2.Oid(raw=replayed))
+            else:
+                policy, _ = policy_mod.read_policy(self.repo, self.keyring)
             cached = self._policy = (target, policy)
         return cached[1]
 
@@ -1304,22 +1316,23 @@ def _git_dir(folder: Path, repo: pygit2.Repository) -> Path:
     return gitdir
 
 
-def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes] | None]:
+def _power_cut_view(gitdir: Path) -> tuple[str | None, dict[str, tuple[bytes | None, bytes]]]:
     """After a power cut, the journal may hold acknowledged moves that did
     not reach git's files, and an index may have kept its name but lost its
     data.  Until the next write repairs them, a vault reads through a private
     folder outside the vault, added as a git alternate of its own handles
     only: the journal's packs, and rebuilt indexes (with their packs) for
-    invalid ones; ``main`` is read as replayed.  Returns that folder and
-    ``(main on disk, main as replayed)``, or Nones when there was no power
+    invalid ones; ``main``, the keyring and the policy are read as replayed.
+    Returns that folder and, for each ref the replay moves, ``(the ref on
+    disk, the ref as replayed)``; None and nothing when there was no power
     cut.  Reads only: opening a vault never writes to it."""
     try:
         now = commit_path.epoch(gitdir)
         moves = [m for m in Journal(gitdir).pending() if not same_epoch(m.epoch, now)]
     except OSError:
-        return None, None
+        return None, {}
     if not moves:
-        return None, None
+        return None, {}
     folder = tempfile.mkdtemp(prefix="vaultmem-journal-")
     pack_dir = os.path.join(folder, "pack")
     os.mkdir(pack_dir)
@@ -1336,10 +1349,7 @@ def _power_cut_view(gitdir: Path) -> tuple[str | None, tuple[bytes | None, bytes
                 fh.write(data)
             with open(os.path.join(pack_dir, f"pack-{name}.idx"), "wb") as fh:
                 fh.write(index)
-    target = replay(gitdir, moves).get(MAIN)
-    if target is None:
-        return folder, None
-    return folder, (read_ref_or_damaged(gitdir, MAIN), target)
+    return folder, {ref: (read_ref_or_damaged(gitdir, ref), target) for ref, target in replay(gitdir, moves).items()}
 
 
 def _looks_like_time(text: str) -> bool:
