@@ -212,11 +212,6 @@ def test_a_refused_key_change_can_be_run_again_on_the_same_vault(small_disk: Pat
         Vault.open(small_disk / "agent.vault", key=key)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vaultmem/repo/engine.py rotate_key(reencrypt=True): the new data key is stored, then the re-encryption "
-    "is refused with 'nothing was changed'",
-)
 def test_a_reencryption_refused_after_the_new_key_is_stored_does_not_say_nothing_changed(
     small_disk: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -272,3 +267,27 @@ def test_the_next_write_of_the_same_vault_finishes_an_erasure_the_full_disk_cut_
     with Vault.open(small_disk / "agent.vault", key=key) as reopened:
         report = reopened.verify()
         assert report.ok, report.findings  # was: "listed as erased but its key still exists"
+
+
+def test_sealing_names_refused_after_the_name_key_is_stored_says_what_was_made(
+    small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vault, _tool, _key = _vault_with_a_file(small_disk)
+    filled: list[str] = []
+
+    def fill_once_the_name_key_is_stored(name: str) -> None:
+        if name == "seal-names-keyring" and not filled:
+            filled.append(name)
+            fill(small_disk)
+
+    monkeypatch.setattr(commits, "on_step", fill_once_the_name_key_is_stored)
+    with pytest.raises(VaultError) as refused:
+        vault.migrate(sealed_names=True, actor="ops")
+    monkeypatch.setattr(commits, "on_step", None)
+    message = str(refused.value)
+    assert "nothing was changed" not in message, message
+    assert message.startswith("Error: the vault's name key is stored, but the current files were not moved"), message
+    (small_disk / "filler").unlink()
+    assert vault.migrate(sealed_names=True, actor="ops") is True  # run again, it finishes
+    assert vault.read("/memories/a.md") == "a\n"
+    assert vault.verify().ok

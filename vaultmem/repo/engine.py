@@ -1158,7 +1158,16 @@ class Engine:
             new = self.keyring.add_data_key(now)
             write_keyring(self._commits, self.keyring, "vaultmem: start a new data key", now)
         if reencrypt:
-            self.mutate(lambda snap: self._reencrypt(snap, progress), actor=actor, skip_if_unchanged=True)
+            try:
+                self.mutate(lambda snap: self._reencrypt(snap, progress), actor=actor, skip_if_unchanged=True)
+            except VaultError as err:
+                raise half_done(
+                    err,
+                    f"the new data key {new.id} is stored and new writes use it, but the current files were not "
+                    "re-encrypted under it",
+                    "They stay readable under their older keys; once this is fixed, `vaultmem key rotate "
+                    "--reencrypt` re-encrypts them (under one more new key).",
+                ) from err
         return next(info for info in self.keys() if info.id == new.id)
 
     def _reencrypt(self, snap: Snapshot, progress: Progress | None) -> Change:
@@ -1278,6 +1287,16 @@ def _refuse_special_files(folder: Path) -> None:
                     f"Error: the vault's {name} is not a file (it is {kind}), so the vault cannot be read; "
                     f"put back the file git keeps there (from a clone or a backup of {folder})."
                 )
+
+
+def half_done(err: VaultError, done: str, then: str) -> VaultError:
+    """The error of a command whose first step was made and whose second was
+    refused (``err``): it says what was made, why the rest was not, and what
+    to do; never that nothing changed.  The same kind of error as ``err``."""
+    reason = str(err).removeprefix("Error: ").replace(", so nothing was changed", "")
+    reason = reason.replace("Nothing was changed. ", "").replace("nothing was changed", "nothing more was changed")
+    made = type(err) if type(err).__init__ is VaultError.__init__ else VaultError
+    return made(f"Error: {done}: {reason.rstrip('.')}. {then}")
 
 
 def _sealed_main(repo: pygit2.Repository) -> bool:

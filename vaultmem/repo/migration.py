@@ -31,7 +31,7 @@ from vaultmem.git.commits import (
 )
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.repo import keys
-from vaultmem.repo.engine import Change, _check_label
+from vaultmem.repo.engine import Change, _check_label, half_done
 from vaultmem.repo.history import commits
 from vaultmem.repo.keys import SHADOWS_REF, write_keyring
 from vaultmem.repo.shredding import Shredding
@@ -92,7 +92,16 @@ class Migration(Shredding):
             if self.snapshot().sealed or self._head() is None:
                 self.reads.restate()
                 return changed
-        version = self.mutate(lambda snap: Change("seal-names", (MemoryPath(()),)), actor=actor)
+        try:
+            version = self.mutate(lambda snap: Change("seal-names", (MemoryPath(()),)), actor=actor)
+        except VaultError as err:
+            if not changed:
+                raise
+            raise half_done(
+                err,
+                "the vault's name key is stored, but the current files were not moved to their sealed names",
+                "Run the same command again once this is fixed: it finishes the sealing (so does any later write).",
+            ) from err
         self.reads.restate()  # the log of reads, too, names files by their tokens from now on
         return changed or version is not None
 
