@@ -538,6 +538,12 @@ def _open(args: argparse.Namespace) -> Vault:
     try:
         return Vault.open(args.vault, **given)
     except WrongKeyError:
+        found = _new_key(args) if args.command == "pull" else None
+        if found is not None:  # a pull after a key change elsewhere, cut short once the new keyring was in place
+            try:
+                return Vault.open(args.vault, **found[0])
+            except WrongKeyError:
+                pass  # neither key opens it: the error is about the key given
         # An older vaultmem kept a passphrase file's BOM as part of the
         # passphrase: the same file still opens a vault made that way.
         if not (args.passphrase_file and _starts_with_bom(args.passphrase_file)):

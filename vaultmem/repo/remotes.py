@@ -986,6 +986,7 @@ def clone(
     path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(os.path.join(path.parent, f".{path.name}.clone-{os.getpid()}"))
     shutil.rmtree(work, ignore_errors=True)
+    _clear_killed_clones(path)
 
     def cloned() -> pygit2.Repository:
         # The vault's branches only, as a pull takes them: not the server's
@@ -1034,6 +1035,20 @@ def clone(
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
     return path
+
+
+def _clear_killed_clones(path: Path) -> None:
+    """Remove the folders a clone into ``path`` left when it was killed
+    (``.NAME.clone-PID`` beside it, its process gone): each holds a copy of
+    the vault, its keyring included, that nothing else would ever remove."""
+    prefix = f".{path.name}.clone-"
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            pid = entry.name[len(prefix) :]
+            if not entry.name.startswith(prefix) or not pid.isdigit() or len(pid) > 10 or int(pid) == os.getpid():
+                continue
+            if entry.is_dir(follow_symlinks=False) and not _alive(int(pid)):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def check_clone(repo: pygit2.Repository, keyring: Keyring) -> None:

@@ -418,17 +418,32 @@ def _shadows(repo: pygit2.Repository, checker: Verifier) -> None:
         checker.find("keyring", None, f"the vaultmem-shadows branch's commit {ref.target}: {problem}")
 
 
+def _fetched(repo: pygit2.Repository, commit: str) -> bool:
+    """Whether ``commit`` is a commit of a remote's main this vault fetched."""
+    try:
+        oid = pygit2.Oid(hex=commit)
+        for ref in repo.references:
+            if ref.startswith("refs/remotes/") and ref.endswith("/main"):
+                tip = repo.references[ref].target
+                if isinstance(tip, pygit2.Oid) and (tip == oid or repo.descendant_of(tip, oid)):
+                    return True
+    except (ValueError, KeyError, pygit2.GitError):
+        return False
+    return False
+
+
 def _erasures(repo: pygit2.Repository, checker: Verifier, real: set[bytes]) -> None:
     """Every erased version is listed by a forget commit of the history, and
     every version a forget commit lists is erased."""
     for oid, commit in sorted(checker.erased.items()):
         checker._commit = commit
         if oid not in checker.listed or not commit or bytes.fromhex(commit) not in real:
-            checker.find(
-                "erasure",
-                None,
-                f"blob {oid.hex()} cannot be read (its key is destroyed) and no forget commit of the history lists it",
+            problem = (
+                f"blob {oid.hex()} cannot be read (its key is destroyed) and no forget commit of the history lists it"
             )
+            if commit and _fetched(repo, commit):  # a pull took the remote's keyring, then stopped before main
+                problem += f": forget commit {commit[:10]} was pulled but is not in main yet; run `vaultmem pull` again"
+            checker.find("erasure", None, problem)
     for oid, commit in sorted(checker.listed.items()):
         if oid in checker.erased:
             continue
