@@ -182,6 +182,7 @@ class Engine:
         # journal says it is, if main on disk is still what it was (see _power_cut_view).
         self._overlay: tuple[bytes | None, bytes] | None = None
         self._policy_overlay: tuple[bytes | None, bytes] | None = None  # the same for the policy branch
+        self._signers_overlay: tuple[bytes | None, bytes] | None = None  # and for the signers branch
         self._alternate: str | None = None  # the journal's packs, in that case (outside the vault)
         self._policy: tuple[str | None, Policy] | None = None
         self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
@@ -432,6 +433,7 @@ class Engine:
             weakref.finalize(vault, shutil.rmtree, alternate, True)
         vault._alternate, vault._overlay = alternate, views.get(MAIN)
         vault._policy_overlay = views.get(policy_mod.POLICY_REF)
+        vault._signers_overlay = views.get(SIGNERS_REF)
         return vault
 
     # -- plumbing ------------------------------------------------------------
@@ -665,11 +667,15 @@ class Engine:
         an operator: nothing is signed, and no write needing a signature
         goes ahead, against such a list."""
         raw = read_ref_or_damaged(self.path, SIGNERS_REF)
-        target = raw.hex() if raw is not None else None
+        overlay = self._signers_overlay
+        if overlay is not None and overlay[0] != raw:
+            overlay = self._signers_overlay = None  # a writer has repaired the branch: the disk is right again
+        tip = pygit2.Oid(raw=overlay[1]) if overlay is not None else None  # after a power cut, as replayed
+        target = str(tip) if tip is not None else raw.hex() if raw is not None else None
         cached = self._signers
         if cached is None or cached[0] != target:
-            signers, _ = read_signers(self.repo, self.keyring)
-            problems = signers_problems(self.repo, self.keyring)
+            signers, _ = read_signers(self.repo, self.keyring, tip)
+            problems = signers_problems(self.repo, self.keyring, tip)
             if problems:
                 commit, kind, detail = problems[0]
                 raise IntegrityError(

@@ -204,10 +204,14 @@ def _blob_at(repo: pygit2.Repository, oid: pygit2.Oid, name: str) -> bytes:
         raise IntegrityError(f"Error: commit {oid} lacks its {name}.") from err
 
 
-def read_signers(repo: pygit2.Repository, keyring: Keyring) -> tuple[Signers, str | None]:
-    """The vault's signers and the commit that set them (None: no signers yet).
-    Its seal is checked; its signature is :func:`signers_problems`' to check."""
-    target = _target(repo, SIGNERS_REF)
+def read_signers(
+    repo: pygit2.Repository, keyring: Keyring, tip: pygit2.Oid | None = None
+) -> tuple[Signers, str | None]:
+    """The vault's signers and the commit that set them (None: no signers yet),
+    as the branch holds them or, given ``tip``, as that commit does (the
+    branch as a power cut's journal replays it).  Its seal is checked; its
+    signature is :func:`signers_problems`' to check."""
+    target = tip if tip is not None else _target(repo, SIGNERS_REF)
     if target is None:
         return Signers(), None
     _sealed_raw(repo, keyring, target, "signers list")
