@@ -234,12 +234,6 @@ def test_a_reencryption_refused_after_the_new_key_is_stored_does_not_say_nothing
     assert "nothing was changed" not in str(refused.value), str(refused.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vaultmem/repo/shredding.py: an erasure whose keyring write found the disk full is finished by the next "
-    "write of another Vault (or process), not by the next write of the Vault that ran it; until then the erased "
-    "content's keys stay on the disk",
-)
 def test_the_next_write_of_the_same_vault_finishes_an_erasure_the_full_disk_cut_short(
     small_disk: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -85,15 +85,15 @@ def write_keyring(
     try:
         commits.commit(KEYRING_REF, current, [blob, tree], draft, checkpoint=True, hold=keyring.format >= 2)
     except BaseException:
-        _back_to_stored(commits.gitdir, keyring)
+        back_to_stored(commits.gitdir, keyring)
         raise
     keyring.previous_user_key = None
 
 
-def _back_to_stored(gitdir: Path, keyring: Keyring) -> None:
-    """A keyring write was refused (a full disk, a quota, a signal): the
-    caller changed ``keyring`` in place before writing it, so it becomes the
-    keyring as stored again, as a vault opened now would read it.  Otherwise
+def back_to_stored(gitdir: Path, keyring: Keyring) -> None:
+    """A keyring write was refused or never made (a full disk, a quota, a
+    signal): the caller changed ``keyring`` in place before writing it, so it
+    becomes the keyring as stored again, as a vault opened now would read it.  Otherwise
     the open vault would go on with keys that are not on the disk: encrypting
     new versions under a data key never stored (unreadable once the vault is
     reopened), or refusing the same key change run again."""

@@ -52,6 +52,17 @@ class Shredding(Engine):
             return self.destroy_keys_locked(blobs, erasure)
 
     def destroy_keys_locked(self, blobs: dict[str, tuple[str, int]], erasure: Erasure) -> list[str]:
+        """:meth:`_destroy_keys_locked`; an erasure it cannot finish is left
+        for this instance's next write to finish, as any other writer's."""
+        try:
+            return self._destroy_keys_locked(blobs, erasure)
+        except BaseException:
+            keys.back_to_stored(self.path, self.keyring)  # the keys it destroyed in memory only are back
+            self._keyring_stamp = None
+            self._erasure_checked = False
+            raise
+
+    def _destroy_keys_locked(self, blobs: dict[str, tuple[str, int]], erasure: Erasure) -> list[str]:
         """Destroy the keys of ``blobs`` and every copy on disk of a keyring
         that held them: the keyring becomes a new root commit, the old
         keyring commits and their objects are removed from the loose objects
