@@ -139,12 +139,6 @@ def opens_with(path: Path, key: str) -> bool:
     return True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a key change killed once its keyring move is journaled (steps journaled/durable/ref-locked) "
-    "still opens with the old key, then the next write finishes the move and only the new key opens: "
-    "readers do not see a same-epoch journaled keyring move (vaultmem/repo/engine.py, vaultmem/git/commits.py)",
-)
 def test_a_key_change_killed_at_any_step_opens_with_one_key_that_stays_the_one(tmp_path: Path, key: str) -> None:
     """After the kill, whichever key opens the vault must still open it after
     the next write: a user who checks that the old key works and throws the new

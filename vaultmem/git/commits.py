@@ -182,9 +182,12 @@ def read_ref(gitdir: Path, ref: str) -> bytes | None:
 class CommitPath:
     """Moves the refs of one vault.  Every method runs under the writer lock."""
 
-    def __init__(self, gitdir: Path, lock: durable.WriterLock) -> None:
+    def __init__(self, gitdir: Path, lock: durable.WriterLock, *, never_finished: Collection[str] = ()) -> None:
         self.gitdir = gitdir
         self.lock = lock
+        # Refs whose move a writer killed after its record was durable is
+        # taken back, not finished (the keyring: see _clear_dead_writer).
+        self.never_finished = frozenset(never_finished)
         self.journal = Journal(gitdir)
         self.pack_dir = gitdir / "objects" / "pack"
         self.state = gitdir / durable.STATE_DIR
@@ -757,7 +760,12 @@ class CommitPath:
             current = read_ref_or_damaged(self.gitdir, intent.ref)  # garbled by a power cut: the repair decides
             if journaled is not None:
                 old = None if journaled.old == ZERO else journaled.old
-                if current == old and current != DAMAGED:
+                if current == old and current != DAMAGED and intent.ref in self.never_finished:
+                    # A key change nobody was told of: the key that opened the
+                    # vault a moment ago must go on opening it, so the move is
+                    # taken back (voided: no power cut replays it), not made.
+                    self._void(journaled)
+                elif current == old and current != DAMAGED:
                     with contextlib.suppress(RefMoved):
                         self._move(intent.ref, old, new)  # durable already: finish it
             # Its keep goes; its pack stays: if the move was never made, the pack

@@ -176,7 +176,7 @@ class Engine:
         self._layouts = Layouts()
         self._recent = RecentObjects()
         self._lock = durable.WriterLock(path)
-        self._commits = CommitPath(path, self._lock)
+        self._commits = CommitPath(path, self._lock, never_finished={KEYRING_REF})
         self._upkeep = Upkeep(path, self._lock, self._commits)
         # After a power cut, until a writer repairs git's files: main as the
         # journal says it is, if main on disk is still what it was (see _power_cut_view).
