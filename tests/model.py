@@ -500,6 +500,14 @@ class MemoryModel:
         return success(RENAME_OK.format(old_path=old_path, new_path=new_path))
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _bad_params(params: Any) -> str | None:
     """Why a tool input is malformed (unknown command, missing, unexpected or mistyped parameter)."""
     if not isinstance(params, dict):
@@ -519,6 +527,8 @@ def _bad_params(params: Any) -> str | None:
         value = params[name]
         if kind == "str" and not isinstance(value, str):
             return f"{name} is not a string"
+        if kind == "str" and not _is_unicode(value):
+            return f"{name} is not valid Unicode (a lone surrogate): refused before anything else"
         if kind == "int" and (not isinstance(value, int) or isinstance(value, bool)):
             return f"{name} is not an integer"
         if kind == "range" and not (

@@ -420,6 +420,11 @@ EDGE_SCRIPTS: dict[str, list[Any]] = {
         _mv("/memories/../x", "/memories/y"), _mv(BOUNDARY_PATHS[0], "/memories/%2e"), _v("/memories"),
     ],
     "malformed_inputs_are_clear_errors": list(MALFORMED),
+    "a_lone_surrogate_in_any_text_is_refused_before_the_file_is_looked_at": [
+        _c("/memories/a", "`x"), _sr("/memories/a", "`\u00d9", "\udf8a"), _sr("/memories/missing", "x", "\udf8a"),
+        _sr("/memories/a", "\udf8a", "y"), _ins("/memories/missing", 9, "\udf8a"), _c("/memories/b", "\udf8a"),
+        _v("/memories"),
+    ],
 }
 # fmt: on
 
