@@ -24,11 +24,11 @@ from vaultmem.errors import VaultError
 
 # Runs one vault method in a child that SIGKILLs itself at the k-th named step
 # of the commit path ("count": runs it through and prints how many steps there were).
-KILL_AT = r"""
+_KILLED_AT = r"""
 import os, signal, sys
 from vaultmem import Vault
 from vaultmem.git import commits
-path, key, method, mode = sys.argv[1:5]
+path, key, arg, mode = sys.argv[1:5]
 vault = Vault.open(path, key=key)
 seen = []
 def step(name):
@@ -36,9 +36,10 @@ def step(name):
     if mode != "count" and len(seen) == int(mode):
         os.kill(os.getpid(), signal.SIGKILL)
 commits.on_step = step
-getattr(vault, method)()
+CALL
 print(len(seen))
 """
+KILL_AT = _KILLED_AT.replace("CALL", "getattr(vault, arg)()")  # arg: the method
 
 
 def run_killed(path: Path, key: str, method: str, mode: str) -> subprocess.CompletedProcess[str]:
@@ -114,21 +115,7 @@ def test_a_pull_of_an_erasure_killed_at_any_step_says_to_pull_again_and_the_pull
     assert half  # some kill did land between the keyring and main
 
 
-KEY_CHANGE_AT = r"""
-import os, signal, sys
-from vaultmem import Vault
-from vaultmem.git import commits
-path, key, new, mode = sys.argv[1:5]
-vault = Vault.open(path, key=key)
-seen = []
-def step(name):
-    seen.append(name)
-    if mode != "count" and len(seen) == int(mode):
-        os.kill(os.getpid(), signal.SIGKILL)
-commits.on_step = step
-vault.change_key(key=new)
-print(len(seen))
-"""
+KEY_CHANGE_AT = _KILLED_AT.replace("CALL", "vault.change_key(key=arg)")
 
 
 def opens_with(path: Path, key: str) -> bool:
