@@ -1067,9 +1067,7 @@ def _storage_error(err: OSError) -> VaultError:
             f"Error: {storage_reason(err)}, so nothing was changed: vaultmem writes a vault only when it is whole "
             "on one file system. Move the whole vault folder instead, or put that folder back, then try again."
         )
-    return StorageError(
-        f"Error: {storage_reason(err)}, so nothing was changed. Free space or fix the permissions, then try again."
-    )
+    return StorageError(f"Error: {storage_reason(err)}, so nothing was changed. {durable.storage_advice(err)}")
 
 
 def storage_reason(err: OSError) -> str:

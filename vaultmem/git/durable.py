@@ -68,6 +68,17 @@ def sync_dir(path: os.PathLike[str] | str) -> None:
         os.close(fd)
 
 
+def storage_advice(err: OSError) -> str:
+    """What to do about a failed file operation, in one sentence."""
+    if err.errno == errno.EROFS:
+        return "Mount it with write access, then try again."
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "Free space, then try again."
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "Fix the permissions, then try again."
+    return "Free space or fix the permissions, then try again."
+
+
 def storage_reason(err: OSError) -> str:
     """What a failed file operation means to a user, in a few words."""
     return {
@@ -182,10 +193,7 @@ class WriterLock:
                 fd = self._open()
                 fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as err:
-            raise StorageError(
-                f"Error: {storage_reason(err)}, so nothing was changed. Free space or fix the permissions, then "
-                "try again."
-            ) from err
+            raise StorageError(f"Error: {storage_reason(err)}, so nothing was changed. {storage_advice(err)}") from err
         return fd
 
     @contextlib.contextmanager
