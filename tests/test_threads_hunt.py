@@ -427,7 +427,11 @@ def test_undo_and_restore_racing_writes_never_take_back_an_unseen_write(vault: V
             deadline = time.monotonic() + 10
             while len(acked) < 2 and time.monotonic() < deadline:  # never the create: undo takes back writes
                 time.sleep(0.001)
-            for _ in range(15):
+            attempts, deadline = 0, time.monotonic() + 30
+            # 15 undos racing the writers, then on until one lands (each may be
+            # refused while writes race it; once they end, an undo goes through)
+            while (attempts < 15 or not undone) and time.monotonic() < deadline:
+                attempts += 1
                 try:
                     made = vault.undo()
                 except Exception as err:  # a refused undo: something was written while it waited
