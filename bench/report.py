@@ -306,8 +306,8 @@ is linked into place and renamed over
 `refs/heads/main`; the old ref file waits in the state folder's trash, so
 the call frees no file. Git's own files get no sync of their own: a
 checkpoint (one `syncfs()`), merging small packs and emptying the trash all
-run in the background after the calls, without holding up a call; a write only retires the packs a merge
-replaced, with two renames each. The SDK writes one file and fsyncs it (the
+run in the background after the calls, without holding up a call; a write only retires up to 8 of the packs
+a merge replaced, with two renames each. The SDK writes one file and fsyncs it (the
 durable SDK also its folder), and for an edit renames it over the old one;
 its delete and rename create no file and sync nothing.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,118 @@ def test_a_pack_merge_spanning_an_erasure_is_dropped(
     monkeypatch.setattr(objects, "merge", real_merge)
     monkeypatch.setattr(vault._commits, "install", real_install)
     assert vault._upkeep._merge()  # and the next merge, with no erasure beside it, runs
+
+
+def test_one_upkeep_thread_serves_a_session_and_a_write_does_not_wake_it(
+    vault: Vault, call: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waking the upkeep thread or starting a new one hands it the GIL in
+    the middle of a call: a write only counts, the thread looks at the count
+    when its wait ends, and it stays for LINGER seconds after its last round."""
+    monkeypatch.setattr(upkeep, "IDLE", 0.02)
+    monkeypatch.setattr(upkeep, "LINGER", 30.0)
+    keeper = vault._upkeep
+    wakes: list[int] = []
+    real_notify = keeper._wake.notify
+
+    def notify(n: int = 1) -> None:
+        wakes.append(n)
+        real_notify(n)
+
+    monkeypatch.setattr(keeper._wake, "notify", notify)
+    call(command="create", path="/memories/a.txt", file_text="a\n")
+    first = keeper._thread
+    assert first is not None and first.is_alive()
+    deadline = time.monotonic() + 10
+    while keeper._since_run and time.monotonic() < deadline:  # its round ran
+        time.sleep(0.01)
+    time.sleep(0.1)
+    for i in range(upkeep.EVERY - 1):
+        call(command="create", path=f"/memories/b{i}.txt", file_text="b\n")
+    assert keeper._thread is first and first.is_alive()  # no new thread for the next writes
+    assert wakes == []  # and none of them woke it
+    call(command="create", path="/memories/c.txt", file_text="c\n")
+    assert wakes == [1]  # the EVERY-th write of a burst does
+
+
+def test_the_upkeep_thread_ends_when_it_has_nothing_to_do(
+    vault: Vault, call: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upkeep, "IDLE", 0.02)
+    monkeypatch.setattr(upkeep, "LINGER", 0.1)
+    call(command="create", path="/memories/a.txt", file_text="a\n")
+    thread = vault._upkeep._thread
+    assert thread is not None
+    thread.join(10)
+    assert not thread.is_alive() and vault._upkeep._thread is None
+    call(command="create", path="/memories/b.txt", file_text="b\n")  # the next write starts another
+    assert vault._upkeep._thread is not None and vault._upkeep._thread is not thread
+
+
+def test_a_write_retires_a_few_packs_of_a_merge_not_all(
+    vault: Vault, vault_path: Path, key: str, call: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge replaces 30-odd packs; retiring them all in the next call made
+    that call 10x slower than the others.  Each write retires RETIRE_EACH at
+    most, and a merge never takes packs still waiting to be retired."""
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)  # only the every-EVERY-writes rounds
+    per_call: list[int] = []
+    real_retire = commits.CommitPath.retire
+
+    def counting(self: commits.CommitPath, pack: Path) -> None:
+        per_call[-1] += 1
+        real_retire(self, pack)
+
+    monkeypatch.setattr(commits.CommitPath, "retire", counting)
+    keeper = vault._upkeep
+    for i in range(4 * upkeep.EVERY):
+        per_call.append(0)
+        call(command="create", path=f"/memories/f{i}.txt", file_text=f"{i}\n")
+        with keeper._wake:
+            pending = {info.pack.name for info in keeper._redundant}
+        if pending and i % 8 == 0:
+            replaced = keeper._merge()  # a merge now: none of the pending packs in it
+            assert not pending & {info.pack.name for info in replaced}
+            with keeper._wake:
+                keeper._redundant += replaced
+    assert sum(per_call) > 2 * upkeep.RETIRE_EACH  # merges ran, and their packs were retired
+    assert max(per_call) <= upkeep.RETIRE_EACH, per_call
+    for i in range(upkeep.EVERY):  # writes go on: the pending packs all go
+        per_call.append(0)
+        call(command="create", path=f"/memories/g{i}.txt", file_text=f"{i}\n")
+    vault.close()
+    git(vault_path, "fsck", "--strict")
+    reopened = Vault.open(vault_path, key=key)
+    for i in range(4 * upkeep.EVERY):
+        assert reopened.read(f"/memories/f{i}.txt") == f"{i}\n"
+    reopened.close()
+
+
+def test_a_large_merge_lets_a_call_run_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge runs in the upkeep thread.  Its loops over thousands of
+    entries held the GIL for milliseconds, and a call beside it waited for
+    them all (p99 5-10 ms on a 2-CPU machine); it now lets go of the GIL
+    (:func:`objects.breathe`) every STRIDE entries of each loop."""
+    pack_dir = tmp_path / "objects" / "pack"
+    pack_dir.mkdir(parents=True)
+    for p in range(8):
+        pack = objects.build_pack([objects.packed(objects.BLOB, b"%d-%d" % (p, i)) for i in range(600)])
+        stem = pack_dir / f"pack-{pack.name}"
+        stem.with_suffix(".pack").write_bytes(pack.data)
+        stem.with_suffix(".idx").write_bytes(pack.idx)
+    infos = objects.list_packs(tmp_path / "objects")
+    assert len(infos) == 8
+    let_go = [0]
+    real_breathe = objects.breathe
+
+    def counting() -> None:
+        let_go[0] += 1
+        real_breathe()
+
+    monkeypatch.setattr(objects, "breathe", counting)
+    merged = objects.merge(infos)
+    assert merged is not None and len(merged[0].whole) == 8 * 600
+    # reading each pack, gathering, assembling and sorting the index: each at least every STRIDE entries
+    assert let_go[0] >= 4 * (8 * 600) // objects.STRIDE, let_go[0]
+    pack = merged[0]
+    assert objects.read_index(pack.idx) == sorted(objects.read_index(pack.idx))  # the index is still in id order

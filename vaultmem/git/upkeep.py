@@ -7,9 +7,9 @@ writer lock just long enough to read how far the journal goes, merges the
 smallest packs geometrically (as ``git repack --geometric=2`` would) into one
 new pack without the lock, syncs the file system, and takes the lock once more
 to record the checkpoint in the journal.  The packs the merge replaced are
-retired by the next write (two renames a pack, into the state folder's trash,
+retired by the next writes, a few each (two renames a pack, into the state folder's trash,
 so no git command loses a pack it listed after a call returned), and the
-thread empties the trash.  A thread runs only while there is work: it ends after ``IDLE``
+thread empties the trash.  A thread runs only while there is work: it ends after ``LINGER``
 seconds with nothing to do, and a forked child starts its own.  Everything it
 does is crash-safe: a merged pack is complete and synced before it is renamed
 into place, and the packs it replaces go only after the file system is synced.
@@ -33,6 +33,8 @@ from vaultmem.git.commits import CommitPath
 
 IDLE = 0.05  # seconds without a write before upkeep runs
 EVERY = 32  # writes after which upkeep runs even without a pause
+RETIRE_EACH = 8  # packs a write retires at most: a merge's 30-odd go over a few writes
+LINGER = 2.0  # seconds with nothing to do before the thread ends (starting one costs a write a GIL handoff)
 MERGE_AT = 16  # packs that make a merge worth it
 # Packs of more objects than this are no longer merged: copying them would
 # hold the writer lock for long.  A vault gains such a pack about every 3,000
@@ -54,7 +56,7 @@ class Upkeep:
         self._since_run = 0
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self._redundant: list[objects.PackInfo] = []  # replaced by a durable merge, retired by the next write
+        self._redundant: list[objects.PackInfo] = []  # replaced by a durable merge, retired by the next writes
         _ALL.add(self)
 
     def poke(self) -> None:
@@ -66,7 +68,12 @@ class Upkeep:
                 self._stopping = False
                 self._thread = threading.Thread(target=self._loop, name="vaultmem-upkeep", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            elif self._since_run >= EVERY:
+                # Only a burst's end of EVERY writes wakes the thread early:
+                # waking it on every write would hand it the GIL in the
+                # middle of the call.  Otherwise it looks at the count when
+                # its wait of IDLE seconds ends.
+                self._wake.notify()
 
     def stop(self) -> None:
         """Run what is pending now and end the thread (``Vault.close``)."""
@@ -82,19 +89,27 @@ class Upkeep:
     def _loop(self) -> None:
         while True:
             with self._wake:
+                quiet = 0.0
                 while not self._stopping and self._since_run < EVERY:
                     seen = self._pokes
                     self._wake.wait(IDLE)
-                    if self._pokes == seen:
-                        break  # a quiet pause: time for upkeep
+                    if self._pokes != seen:
+                        quiet = 0.0
+                    elif self._since_run > 0:
+                        break  # a quiet pause after writes: time for upkeep
+                    else:
+                        quiet += IDLE
+                        if quiet >= LINGER:  # nothing to do for a while: the thread ends
+                            if self._thread is threading.current_thread():
+                                self._thread = None
+                            return
                 self._since_run = 0
-                started = self._pokes
             # Upkeep is optional: whatever stops it (a full disk, a damaged
             # ref) stops the next write too, which reports it to its caller.
             with contextlib.suppress(Exception):
                 self.run_once(merge=not self._stopping)
             with self._wake:
-                if self._stopping or self._pokes == started:  # nothing came in meanwhile
+                if self._stopping:
                     if self._thread is threading.current_thread():
                         self._thread = None
                     return
@@ -132,6 +147,8 @@ class Upkeep:
         merged pack is synced before its rename; the replaced packs go only
         after the file system is synced (see :meth:`run_once`)."""
         held = {f"pack-{name}.pack" for name in self.commits.held()}
+        with self._wake:  # replaced by the last merge already, waiting for a write to retire them
+            held |= {info.pack.name for info in self._redundant}
         packs = [
             p for p in objects.list_packs(self.gitdir / "objects") if p.count <= MERGE_LIMIT and p.pack.name not in held
         ]
@@ -163,9 +180,12 @@ class Upkeep:
         """Retire the packs the last merge replaced: called at the start of a
         write, under the writer lock, so a git command started after a call
         returns never loses a pack it has listed.  Retiring is two renames a
-        pack, into the trash; the upkeep removes the files later."""
+        pack, into the trash; the upkeep removes the files later.  A write
+        retires at most RETIRE_EACH packs, so no one call pays for a whole
+        merge; the rest wait for the next writes (git finds their objects in
+        the merged pack as well)."""
         with self._wake:
-            redundant, self._redundant = self._redundant, []
+            redundant, self._redundant = self._redundant[:RETIRE_EACH], self._redundant[RETIRE_EACH:]
         for info in redundant:
             self.commits.retire(info.pack)
 
