@@ -68,6 +68,27 @@ def capped_lines(lines: list[str], first: int, cap: int) -> tuple[list[str], int
     return out, len(lines)
 
 
+def edit_snippet(lines: list[str], first: int, last: int, cap: int, context: int = 2) -> tuple[list[str], int, int]:
+    """The numbered lines around an edit of lines ``first``..``last`` of the
+    edited file's ``lines``: ``context`` lines each side, within ``cap``
+    characters.  The edited lines come first: context that does not fit is
+    left out (a long line above the edit never pushes the edit itself out).
+
+    Returns the rendered lines, the last edited line they show and the last
+    edited line; the two differ when the edit alone is longer than ``cap``."""
+    lo, hi = max(1, first - context), min(len(lines), max(first, last) + context)
+    if lo > hi:
+        return [], 0, 0
+    top, bottom = min(first, hi), min(max(first, last), hi)
+    rendered: list[str] = []
+    covered = 0
+    for start in range(lo, top + 1):  # fewer lines of context above, until the edit fits
+        rendered, covered = capped_lines(lines[start - 1 : hi], start, cap)
+        if start + covered - 1 >= bottom:
+            return rendered, bottom, bottom
+    return rendered, top + covered - 1, bottom
+
+
 def insert_text(content: str, after_line: int, text: str) -> str:
     """Insert ``text`` as whole lines after line ``after_line`` (0 = the top).
 
@@ -132,7 +153,21 @@ def visible(text: str) -> str:
     return "".join(_escape(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
 
 
+# The zero-width joiners shape emoji (a ZWJ sequence) and scripts such as
+# Persian and the Indic ones: they neither move nor hide text, so they stay.
+_JOINERS = frozenset("\u200c\u200d")
+
+
 def visible_content(text: str) -> str:
-    """A file's text with its control characters spelled as escapes, but for
-    tabs and line ends, so each line shows as it is and nothing more."""
-    return _CONTENT_CONTROL.sub(lambda found: _escape(found.group()), text)
+    """A file's text with its control, format (bidi controls, zero-width
+    characters) and line-separator characters spelled as escapes, but for
+    tabs, line ends and the zero-width joiners, so each line shows as it is
+    and nothing more: a bidi override cannot show a reader a line in an
+    order other than the one it holds."""
+    text = _CONTENT_CONTROL.sub(lambda found: _escape(found.group()), text)
+    if text.isascii():
+        return text
+    return "".join(
+        _escape(ch) if not ch.isascii() and ch not in _JOINERS and unicodedata.category(ch) in _HIDDEN else ch
+        for ch in text
+    )

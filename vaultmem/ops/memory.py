@@ -97,7 +97,9 @@ def parse_input(raw: object) -> dict[str, Any]:
     """Check a tool input against the command's parameters; a clear error for
     an unknown command, a missing, mistyped or unexpected parameter."""
     if hasattr(raw, "model_dump"):
-        raw = raw.model_dump(exclude_none=True)
+        # A typed SDK command: its values are checked below, as a dict's are,
+        # without pydantic warning on stderr about a value of the wrong type.
+        raw = raw.model_dump(exclude_none=True, warnings=False)
     if not isinstance(raw, Mapping):
         raise _fail("Error: the memory tool input must be a JSON object with a `command` field.")
     command = raw.get("command")
@@ -240,6 +242,18 @@ class MemoryCommands:
             return None  # "x/" names a directory; there is none
         return kind
 
+    @staticmethod
+    def _read(snap: Snapshot, path: MemoryPath, shown: str) -> str:
+        """A file's text; a clear refusal for bytes that are not UTF-8, which
+        only a program writing through the Python API can have stored."""
+        try:
+            return snap.read_text(path)
+        except UnicodeDecodeError as err:
+            raise _fail(
+                f"Error: The file {shown} holds bytes that are not UTF-8 text (another program stored them), so "
+                "the memory tool cannot show or edit it. Delete it, or rename it, and create a new file instead."
+            ) from err
+
     def _encode(self, shown: str, content: str, limit: int, had: int = 0) -> bytes:
         """The file's bytes, refused over ``limit`` unless no larger than the
         ``had`` bytes it holds now (a file over a lowered limit can always be
@@ -338,7 +352,7 @@ class MemoryCommands:
         )
 
     def _view_file(self, snap: Snapshot, path: MemoryPath, shown: str, view_range: list[int] | None) -> str:
-        content = snap.read_text(path)
+        content = self._read(snap, path, shown)
         lines = text.split_lines(content)
         total = len(lines)
         if total > text.MAX_LINES:
@@ -415,7 +429,7 @@ class MemoryCommands:
             self.guard.confirm(policy)
             if self._kind(snap, path) != "file":
                 raise _fail(f"Error: The path {shown} does not exist. Please provide a valid path.")
-            content = snap.read_text(path)
+            content = self._read(snap, path, shown)
             where = text.match_lines(content, old)
             if not where:
                 raise _fail(f"No replacement was performed, old_str `{_echo(old)}` did not appear verbatim in {shown}.")
@@ -432,9 +446,13 @@ class MemoryCommands:
             self.guard.check_quota(policy, snap, snap.size(path), len(data), new_file=False)
             first = where[0]
             last = first + new.count("\n") - (1 if new.endswith("\n") and new else 0)
-            lines = text.split_lines(updated)
-            lo, hi = max(1, first - 2), min(len(lines), max(first, last) + 2)
-            snippet[:] = text.capped_lines(lines[lo - 1 : hi], lo, self.view_cap)[0] if lo <= hi else []
+            snippet[:], shown_last, edit_last = text.edit_snippet(text.split_lines(updated), first, last, self.view_cap)
+            if shown_last < edit_last:
+                snippet.append(
+                    f"[Snippet cut at {self.view_cap:,} characters: the edit covers lines {first}-{edit_last} and "
+                    f"lines {shown_last + 1}-{edit_last} are not shown. To see them, view {shown} with view_range "
+                    f"[{shown_last + 1}, {edit_last}].]"
+                )
             return Change("str_replace", (path,)).write(path, data)
 
         self._commit(build)
@@ -455,7 +473,7 @@ class MemoryCommands:
             self.guard.confirm(policy)
             if self._kind(snap, path) != "file":
                 raise _fail(f"Error: The path {shown} does not exist")
-            content = snap.read_text(path)
+            content = self._read(snap, path, shown)
             total = text.count_lines(content)
             if not 0 <= line <= total:
                 raise _fail(
@@ -540,7 +558,7 @@ class MemoryCommands:
             self.guard.check_path(self.guard.policy(), new)
             if old.is_root:
                 raise _fail("Error: Cannot rename /memories itself. Rename the files and folders inside it instead.")
-            if new.is_within(old):
+            if kind == "dir" and new.is_within(old):  # below a file is refused as such, further down
                 raise _fail(f"Error: Cannot move {old_shown} into itself ({new_shown} is inside it).")
             if kind == "file" and new.dir_hint:
                 raise _fail(
