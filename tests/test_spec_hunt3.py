@@ -17,7 +17,7 @@ from anthropic.lib.tools import ToolError
 from anthropic.types.beta import BetaMemoryTool20250818CreateCommand, BetaMemoryTool20250818InsertCommand
 from conftest import commit_count
 
-from vaultmem import Change, Vault, VaultMemoryTool
+from vaultmem import Change, Vault, VaultError, VaultMemoryTool
 from vaultmem.cli.app import main
 from vaultmem.core.paths import parse
 
@@ -191,3 +191,17 @@ def test_show_and_diff_spell_bidi_controls_and_invisible_characters_in_a_file_as
         assert "+line\\u2028sep \\u200fmark\n" in out
         assert "+team 👩\u200d💻 مى\u200cخواهم\n" in out
         assert not any(ch in out for ch in "\u202e\u202c\u200b\u2028\u200f")
+
+
+def test_vault_read_of_a_file_that_is_not_utf8_is_a_clear_error(vault: Vault, tmp_path: Path) -> None:
+    """``Vault.read`` raised the codec's UnicodeDecodeError; it now raises a
+    VaultError naming the file, and an export still writes its bytes."""
+    _store_bytes(vault, "/memories/latin1.txt", b"caf\xe9 au lait\n")
+    with pytest.raises(VaultError) as err:
+        vault.read("/memories/latin1.txt")
+    assert str(err.value) == (
+        "Error: /memories/latin1.txt holds bytes that are not UTF-8 text, so it cannot be read as text; "
+        "`vaultmem export` (export_folder() in Python) writes its bytes as they are."
+    )
+    vault.export_folder(tmp_path / "out")
+    assert (tmp_path / "out" / "memories" / "latin1.txt").read_bytes() == b"caf\xe9 au lait\n"

@@ -916,7 +916,13 @@ class Engine:
         if snap.kind(target) != "file":
             where = f" at version {at}" if at is not None else ""
             raise NotFoundError(f"Error: no file {target}{where}.")
-        return snap.read_text(target)
+        try:
+            return snap.read_text(target)
+        except UnicodeDecodeError as err:  # bytes an application stored through Change
+            raise VaultError(
+                f"Error: {target} holds bytes that are not UTF-8 text, so it cannot be read as text; "
+                "`vaultmem export` (export_folder() in Python) writes its bytes as they are."
+            ) from err
 
     def listing(
         self, path: str = "/memories", at: str | datetime | None = None, depth: int | None = None
