@@ -205,3 +205,17 @@ def test_vault_read_of_a_file_that_is_not_utf8_is_a_clear_error(vault: Vault, tm
     )
     vault.export_folder(tmp_path / "out")
     assert (tmp_path / "out" / "memories" / "latin1.txt").read_bytes() == b"caf\xe9 au lait\n"
+
+
+def test_every_character_of_a_line_longer_than_the_cap_can_be_read(tool: VaultMemoryTool) -> None:
+    """A line longer than the view cap was shown cut, and no view_range
+    reached the rest of it (4,007 of a 20,000-character line).  The marker
+    names the range of that line alone, which shows it whole."""
+    record = "".join(f"{i:05d}," for i in range(3_400))[:20_000]
+    tool.call({"command": "create", "path": "/memories/r.jsonl", "file_text": f"head\n{record}\ntail\n"})
+    cut = tool.call({"command": "view", "path": "/memories/r.jsonl", "view_range": [2, 3]})
+    assert "[line 2 cut at 16,000 characters; view_range [2, 2] shows it whole]" in cut
+    assert record not in cut
+    whole = tool.call({"command": "view", "path": "/memories/r.jsonl", "view_range": [2, 2]})
+    assert whole == f"Here's the content of /memories/r.jsonl with line numbers:\n     2\t{record}"
+    assert tool.call({"command": "view", "path": "/memories/r.jsonl", "view_range": [3, 3]}).endswith("     3\ttail")

@@ -48,7 +48,8 @@ def capped_lines(lines: list[str], first: int, cap: int) -> tuple[list[str], int
     """Number ``lines`` (the first is ``first``) until the next whole line would
     pass ``cap`` characters.  Returns the rendered lines and how many source
     lines they cover.  At least one line is shown; one line longer than the cap
-    on its own is cut and marked, so paging always makes progress."""
+    on its own is cut and marked, so paging always makes progress, and the
+    marker names the ``view_range`` of that line alone, which shows it whole."""
     rendered_all = [f"{first + offset:>{LINE_NUMBER_WIDTH}}\t{line}" for offset, line in enumerate(lines)]
     if sum(map(len, rendered_all)) + len(rendered_all) - 1 <= cap:
         return rendered_all, len(lines)
@@ -60,7 +61,10 @@ def capped_lines(lines: list[str], first: int, cap: int) -> tuple[list[str], int
         if used + cost > cap:
             if not out:
                 keep = max(cap - LINE_NUMBER_WIDTH - 1, 0)
-                out.append(numbered(first, line[:keep]) + f" [line {first} cut at {cap:,} characters]")
+                out.append(
+                    numbered(first, line[:keep])
+                    + f" [line {first} cut at {cap:,} characters; view_range [{first}, {first}] shows it whole]"
+                )
                 return out, 1
             return out, offset
         out.append(rendered)

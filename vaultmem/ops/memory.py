@@ -377,7 +377,13 @@ class MemoryCommands:
         selected = lines[start - 1 : last]
         if not selected:
             return header
-        rendered, covered = text.capped_lines(selected, start, self.view_cap)
+        if view_range is not None and len(selected) == 1:
+            # One line asked for alone is shown whole, however long: the
+            # only way to read a line longer than the cap (a file is at most
+            # max_file_bytes).
+            rendered, covered = [text.numbered(start, selected[0])], 1
+        else:
+            rendered, covered = text.capped_lines(selected, start, self.view_cap)
         body = header + "\n" + "\n".join(rendered)
         if covered < len(selected):
             shown_last = start + covered - 1
