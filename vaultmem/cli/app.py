@@ -11,6 +11,7 @@ Exit codes:
     0  success
     1  ``verify`` found problems, or the memory tool refused a ``call``
     2  usage or vault errors (wrong key, not a vault, not found, bad input)
+  130  stopped by Ctrl-C
 
 Errors go to standard error as one line, ``vaultmem: <message>``.  ``textconv``
 is run by git (see ``git-setup``): it never prompts and never fails, printing a
@@ -20,6 +21,7 @@ blob it cannot decrypt unchanged.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import getpass
 import json
@@ -145,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vaultmem",
         description="An encrypted, audited memory for Claude agents.",
         epilog="exit codes: 0 success; 1 verify found problems, or the memory tool refused a call; "
-        "2 usage or vault errors",
+        "2 usage or vault errors; 130 stopped by Ctrl-C",
     )
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
     _global_options(parser, os.environ.get(ENV_VAULT), None, False, None)
@@ -393,6 +395,7 @@ def _who(sub: argparse.ArgumentParser, default: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _reopen_closed_streams()
     tolerate_narrow_output()
     try:
         parser = build_parser()
@@ -403,17 +406,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, extras = parser.parse_known_args(argv)
         if extras:  # refused by the command typed, with its own options to suggest from
             _typed(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
-        return _run(args)
+        _check_text_arguments(args)
+        _check_key_files(args)
+        code = _run(args)
+        try:
+            sys.stdout.flush()  # here, not at exit, so a closed pipe or a full disk is reported as below
+        except BrokenPipeError:  # the reader stopped early: the command's own code stands (verify's 1)
+            _silence_stdout()
+        return code
     except UsageError as err:
-        sys.stderr.write(err.usage)
-        return _fail(str(err))
+        return _fail(str(err), usage=err.usage)
     except VaultError as err:
         return _fail(_in_cli_words(err))
     except OSError as err:
         if isinstance(err, BrokenPipeError):  # `vaultmem log | head`: the reader has what it wanted
             _silence_stdout()
             return 0
-        return _fail(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))
+        if _from_output(err):
+            _silence_stdout()  # what could not be written is dropped, not retried at exit
+            return _fail(f"cannot write to standard output: {err.strerror or err}.")
+        return _fail(f"{err.strerror or err}: {err.filename}" if err.filename else str(err.strerror or err))
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # a bug or a damaged repository: still one line, never a traceback
@@ -486,13 +498,78 @@ def _run(args: argparse.Namespace) -> int:
         return handler(vault, args)
 
 
-def _fail(message: str) -> int:
+# Arguments that name something in the vault (a version, a time, a text to
+# find, a remote) or go into its records: bytes that are not UTF-8 there can
+# match nothing and be stored nowhere, so they are refused before any work.
+_TEXT_ARGUMENTS = {
+    "at": "the version",
+    "version": "the version",
+    "a": "the version",
+    "b": "the version",
+    "since": "--since",
+    "until": "--until",
+    "valid_after": "--valid-after",
+    "valid_before": "--valid-before",
+    "actor": "the actor",
+    "session": "the session",
+    "pattern": "the text to find",
+    "matching": "--matching",
+    "within": "--path",
+    "keep_for": "--keep-for",
+    "unread_for": "--unread-for",
+    "changes": "FIELD=VALUE",
+    "url": "the URL",
+    "remote": "the remote",
+    "model": "--model",
+    "topic": "--topic",
+}
+
+
+def _check_text_arguments(args: argparse.Namespace) -> None:
+    """Refuse, naming it, an argument of :data:`_TEXT_ARGUMENTS` holding bytes
+    that are not UTF-8 (``call`` leaves its actor and session to the tool,
+    which refuses them as it refuses any bad one)."""
+    for dest, label in _TEXT_ARGUMENTS.items():
+        if (dest in ("actor", "session") and args.command == "call") or (dest == "url" and args.command != "remote"):
+            continue
+        value = getattr(args, dest, None)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and not is_unicode(item):
+                raise _not_unicode(f"{label} {item!r}")
+
+
+_KEY_FILES = {
+    "key_file": "--key-file",
+    "passphrase_file": "--passphrase-file",
+    "signing_key": "--signing-key",
+    "signing_passphrase_file": "--signing-passphrase-file",
+    "textconv_key_file": "--key-file",  # git-setup's own
+}
+
+
+def _check_key_files(args: argparse.Namespace) -> None:
+    """Refuse a key option given an empty path (``--key-file "$KEY_FILE"``
+    with the variable unset): it would otherwise count as not given, and
+    another key (``VAULTMEM_KEY``), or none, would be used in its place."""
+    for dest, option in _KEY_FILES.items():
+        if getattr(args, dest, None) == "":
+            raise UsageError(f"{option} was given an empty path; give the file's path.")
+
+
+def _fail(message: str, usage: str = "") -> int:
     """One line on standard error, ``vaultmem: `` and the message (without the
-    ``Error:`` the memory tool's own messages start with)."""
+    ``Error:`` the memory tool's own messages start with), after ``usage``."""
     text = visible(" ".join(message.split())).removeprefix("Error: ")
     if text[:2].istitle():  # "Nothing was written" reads "vaultmem: nothing was written", as git says it
         text = text[0].lower() + text[1:]
-    print("vaultmem: " + text, file=sys.stderr)
+    try:
+        sys.stderr.write(usage + "vaultmem: " + text + "\n")
+        sys.stderr.flush()
+    except OSError:  # standard error is a closed pipe (`2>&1 | head -0`): the exit code still says it
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stderr.fileno())
+            os.close(devnull)
     return 2
 
 
@@ -515,8 +592,45 @@ def _in_cli_words(err: VaultError) -> str:
 
 
 def _silence_stdout() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    """Send what standard output still holds, and will be given, to /dev/null."""
+    with contextlib.suppress(AttributeError, ValueError, OSError):  # not a file (a test's capture): nothing to do
+        fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+def _from_output(err: OSError) -> bool:
+    """Whether ``err`` came from writing the command's output (a full disk or a
+    dead terminal behind standard output), not from the vault: raised where
+    the CLI itself prints, with no file named."""
+    if err.filename is not None or err.__traceback__ is None:
+        return False
+    frame = err.__traceback__
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame.tb_frame.f_globals.get("__name__") in _PRINTING_MODULES
+
+
+_PRINTING_MODULES = ("vaultmem.cli.app", "vaultmem.cli.render", "vaultmem.cli.signers")
+
+
+_STREAMS = ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w"))
+
+
+def _reopen_closed_streams() -> None:
+    """Standard input, output or error started closed (``vaultmem log >&-``):
+    put ``/dev/null`` in its place, as git does, before the vault opens a
+    file that would otherwise take its number, and where a passphrase read,
+    a message or a child process writing there would then land."""
+    for fd, name, mode in _STREAMS:
+        if getattr(sys, name) is not None:
+            continue
+        # The lowest free number: ``fd`` itself, unless something took it meanwhile.
+        null = os.open(os.devnull, os.O_RDONLY if mode == "r" else os.O_WRONLY)
+        if null == fd:
+            os.set_inheritable(fd, True)  # git and ssh, run by the command, find it there too
+        setattr(sys, name, os.fdopen(null, mode, encoding="utf-8"))  # kept open for the whole command
 
 
 # -- keys ------------------------------------------------------------------------
@@ -592,6 +706,7 @@ def _key_args(
             )
         if os.environ.get(ENV_PASSPHRASE):
             return {"passphrase": _unicode(os.environ[ENV_PASSPHRASE], ENV_PASSPHRASE)}
+        _refuse_before_asking(args, folder, create)
         return {"passphrase": _ask_passphrase(folder, create)}
     if os.environ.get(ENV_KEY):
         return {}  # the library reads it, and names it in its errors
@@ -605,11 +720,35 @@ def _key_args(
         if Vault.protection(folder) == "key":  # no passphrase opens it: asking for one would mislead
             raise UsageError(f"no key given: {folder} is protected by a key; set {ENV_KEY} or use --key-file FILE.")
     if _is_terminal(sys.stdin) and args.command != "mcp":
+        _refuse_before_asking(args, folder, create)
         return {"passphrase": _ask_passphrase(folder, create)}
     raise UsageError(
         f"no key given: set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase-file FILE "
         "or --passphrase."
     )
+
+
+def _refuse_before_asking(args: argparse.Namespace, folder: str, create: bool) -> None:
+    """At a terminal, what the vault would refuse once the passphrase is typed
+    (a mistyped ``--vault``: no such folder, not a vault; ``init`` in a folder
+    that is not empty) is refused before asking for it."""
+    from vaultmem.errors import NotAVaultError
+    from vaultmem.vault import Vault
+
+    if not _is_terminal(sys.stdin) or args.command == "clone":  # a clone's folder is made by the clone
+        return
+    if create:
+        path = Path(folder)
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise UsageError(f"{folder} exists and is not an empty folder; choose a new folder for the vault.")
+        return
+    if Vault.protection(folder) is None:  # not a vault, or one whose keyring opening it explains
+        try:
+            Vault.open(folder).close()
+        except NotAVaultError:
+            raise
+        except VaultError:
+            pass  # a vault: the passphrase is asked for, and opening says what is wrong
 
 
 def _unicode(value: str, where: str) -> str:
@@ -651,7 +790,11 @@ def _ask_passphrase(vault: str, twice: bool) -> str:
             check_new_passphrase(first)  # before asking again
             if getpass.getpass("Repeat the passphrase: ") != first:
                 raise UsageError("the two passphrases differ; nothing was changed.")
-    except EOFError as err:
+    except (EOFError, KeyboardInterrupt) as err:
+        if _is_terminal(sys.stderr):
+            sys.stderr.write("\n")  # the message, or the shell's prompt, on a line of its own
+        if isinstance(err, KeyboardInterrupt):
+            raise
         raise UsageError("no passphrase given.") from err
     return first
 
@@ -1273,6 +1416,11 @@ def _retention_parser(commands: _Commands) -> None:
 
 
 def _retention(vault: Vault, args: argparse.Namespace) -> int:
+    if args.keep_for is None and vault.policy.content_retention is None:  # said with this command's option
+        raise UsageError(
+            "this vault's policy sets no content_retention; set one (`vaultmem policy set content_retention=365d`) "
+            "or give --keep-for AGE."
+        )
     result = vault.apply_retention(args.keep_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
     return _erasure_report(result, args)
 
@@ -1463,6 +1611,15 @@ def _git_setup_parser(commands: _Commands) -> None:
 def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
     key_file = ["--key-file", str(Path(args.textconv_key_file).resolve())] if args.textconv_key_file else []
     command = textconv_command(sys.executable, key_file)
+    # git's config, where the driver and the signers' files are recorded, takes
+    # text: a folder whose name is not UTF-8 is refused before anything is set.
+    paths = [("the vault's folder", str(Path(vault.path).resolve())), ("Python", sys.executable)]
+    for what, path in [*paths, *([("the key file", key_file[1])] if key_file else [])]:
+        if not is_unicode(path):
+            raise UsageError(
+                f"{what} {path!r} holds bytes that are not UTF-8, which git's config cannot record; "
+                "move or rename it so that its path is UTF-8. Nothing was set up."
+            )
     vault.configure_textconv(command)
     allowed, revoked = vault.configure_signers()
     if args.json:

@@ -10,6 +10,7 @@ characters, so scripts and logs see only the command's result.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import TextIO
@@ -17,11 +18,33 @@ from typing import TextIO
 WIDTH = 30
 
 
-def render(label: str, done: int, total: int, width: int = WIDTH) -> str:
-    """The bar's text for ``done`` of ``total`` (pure, for tests and drawing)."""
+def render(label: str, done: int, total: int, width: int = WIDTH, columns: int | None = None) -> str:
+    """The bar's text for ``done`` of ``total`` (pure, for tests and drawing).
+
+    With ``columns`` (the terminal's width), the line stays shorter than
+    that: the bar narrows, then gives way to ``label 3/9`` alone, so that
+    each ``\r`` redraws one line instead of wrapping onto a new one."""
     done = max(0, min(done, total)) if total > 0 else 0
+    count = f"{done}/{max(total, 0)}"
+    if columns is not None:
+        room = columns - 1 - len(label) - len(count) - 4  # "label [" ... "] count", and the last column free
+        if room < MIN_WIDTH:
+            return f"{label} {count}"[: max(columns - 1, 0)]
+        width = min(width, room)
     filled = width if total <= 0 else done * width // total
-    return f"{label} [{'#' * filled}{' ' * (width - filled)}] {done}/{max(total, 0)}"
+    return f"{label} [{'#' * filled}{' ' * (width - filled)}] {count}"
+
+
+MIN_WIDTH = 5  # narrower than this, a bar says nothing the count does not
+
+
+def columns_of(stream: TextIO) -> int | None:
+    """How many columns the terminal behind ``stream`` has (None if unknown)."""
+    try:
+        size = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return None
+    return size if size > 0 else None
 
 
 class ProgressBar:
@@ -44,11 +67,14 @@ class ProgressBar:
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled:
             return
-        line = render(self.label, done, total)
+        columns = columns_of(self.stream)
+        line = render(self.label, done, total, columns=columns)
         if line == self._last:
             return
+        # Spaces over what a longer line drawn before left (the terminal was narrowed meanwhile).
+        pad = min(len(self._last), columns - 1 if columns else len(self._last)) - len(line)
         self._last = line
-        self.stream.write("\r" + line)
+        self.stream.write("\r" + line + " " * max(pad, 0))
         self.stream.flush()
         self.drawn = True
 
@@ -89,14 +115,20 @@ class Spinner:
         self._thread: threading.Thread | None = None
 
     def _spin(self) -> None:
+        drawn = 0
         while True:
             frame = SPINNER_FRAMES[self.frames % len(SPINNER_FRAMES)]
-            self.stream.write(f"\r{frame} {self.label}")
+            columns = columns_of(self.stream)
+            limit = columns - 1 if columns else None  # the line never reaches the last column, so never wraps
+            line = f"{frame} {self.label}"[:limit]
+            pad = (drawn if limit is None else min(drawn, limit)) - len(line)
+            self.stream.write("\r" + line + " " * max(pad, 0))
+            drawn = len(line)
             self.stream.flush()
             self.frames += 1
             if self._stop.wait(self.interval):
                 break
-        self.stream.write("\r" + " " * (len(self.label) + 2) + "\r")
+        self.stream.write("\r" + " " * drawn + "\r")
         self.stream.flush()
 
     def __enter__(self) -> Spinner:

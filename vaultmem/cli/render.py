@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -95,15 +96,28 @@ def unicode_out(stream: TextIO) -> bool:
 def tolerate_narrow_output() -> None:
     """On an output whose encoding cannot spell every character (an ASCII or
     Latin-1 locale, PYTHONIOENCODING), write what it cannot as ``\\u65e5``
-    escapes instead of failing half-way through."""
+    escapes instead of failing half-way through.  On a UTF-8 output, a folder
+    name given in bytes that are not UTF-8 (``--vault``, ``export FOLDER``)
+    is written back as those bytes, as the shell gave them."""
     for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper) and not unicode_out(stream):
+        if not isinstance(stream, io.TextIOWrapper):
+            continue
+        if not unicode_out(stream):
             stream.reconfigure(errors="backslashreplace")
+        elif stream.errors == "strict":
+            stream.reconfigure(errors="surrogateescape")
+
+
+# A lone surrogate: what Python makes of a byte that is not UTF-8 in a path.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def print_json(data: Any) -> None:
-    """JSON, with every character as itself on a UTF-8 output, else as a JSON escape."""
-    print(json.dumps(data, indent=2, ensure_ascii=not unicode_out(sys.stdout)))
+    """JSON, with every character as itself on a UTF-8 output, else as a JSON
+    escape; a lone surrogate (a path's byte that is not UTF-8) is always an
+    escape such as ``\\udcff``, so the output stays UTF-8, valid JSON."""
+    text = json.dumps(data, indent=2, ensure_ascii=not unicode_out(sys.stdout))
+    print(_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
 
 
 def write_text(text: str) -> None:
