@@ -1066,7 +1066,7 @@ def _import(vault: Vault, args: argparse.Namespace) -> int:
     result = vault.import_folder(
         args.folder, replace=args.replace, actor=args.actor, session=args.session, max_file_bytes=args.max_file_bytes
     )
-    source = Path(args.folder) / "memories"
+    source = Path(args.folder) if Path(args.folder).name == "memories" else Path(args.folder) / "memories"
     if args.json:
         print_json(
             {

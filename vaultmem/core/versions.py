@@ -5,6 +5,7 @@ seal header, the filters a history walk applies, and how times are read
 
 from __future__ import annotations
 
+import calendar
 import re
 import time
 from dataclasses import dataclass
@@ -164,14 +165,15 @@ def parse_when(
     to ``now`` (``2 days ago``, ``yesterday 14:00``; see :func:`parse_words`).
     Without a zone it is UTC, the zone every vault commit is recorded in.  A
     date alone is its start, or with ``end_of_day`` (an upper bound) its last
-    moment, so that ``until="2026-11-01"`` keeps that whole day."""
+    moment, so that ``until="2026-11-01"`` keeps that whole day (and
+    ``until="2026-W44"`` that whole week)."""
     if isinstance(value, datetime):
         when = value
     elif isinstance(value, str):
         try:
             when = datetime.fromisoformat(value.strip())
-            if end_of_day and re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", value.strip()):
-                when += timedelta(days=1, microseconds=-1)
+            if end_of_day:
+                when = _end_of(value.strip(), when)
         except ValueError:
             words = parse_words(value, time.time() if now is None else now, end=end_of_day)
             if words is None:
@@ -184,6 +186,22 @@ def parse_when(
     else:
         raise VaultError(f"Error: the {name} must be a datetime or an ISO 8601 string.")
     return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+def _end_of(text: str, start: datetime) -> datetime:
+    """The last moment of the ISO 8601 date ``text`` names, which starts at
+    ``start``: of its day for a date (``2026-11-01``, or ``2026-W44-7`` by
+    week), of its week for a week alone (``2026-W44``); a time is itself."""
+    if re.fullmatch(r"\d{4}-?\d{2}-?\d{2}|\d{4}-?W\d{2}-?\d", text):
+        days = 1
+    elif re.fullmatch(r"\d{4}-?W\d{2}", text):
+        days = 7
+    else:
+        return start
+    try:
+        return start + timedelta(days=days, microseconds=-1)
+    except OverflowError:  # the last week of the year 9999 ends past it
+        return start.replace(month=12, day=31, hour=23, minute=59, second=59, microsecond=999_999)
 
 
 _DAYS = {"today": 0, "yesterday": 1}
@@ -225,8 +243,8 @@ def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
         return when  # a time of day was given, or words relative to now ("2 days ago", "last month")
     if found.period == "month":  # "November": dateparser picks the clock's day of it
         when = when.replace(day=1)
-        if end:
-            when = (when + timedelta(days=31)).replace(day=1) - timedelta(days=1)
+        if end:  # its last day (December 9999 has no month after it to count back from)
+            when = when.replace(day=calendar.monthrange(when.year, when.month)[1])
     return when + timedelta(days=1, microseconds=-1) if end else when
 
 

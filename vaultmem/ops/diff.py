@@ -3,7 +3,9 @@ unified diff.  Folders whose tree ids are equal are skipped unopened."""
 
 from __future__ import annotations
 
+import bisect
 import difflib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -103,26 +105,17 @@ def unified(found: list[FileChange]) -> str:
         if change.status == "renamed" and change.moved_from is not None:
             before_name = change.moved_from.lstrip("/")
             parts += [f"rename from {before_name}\n", f"rename to {name}\n"]
-            lines = list(
-                difflib.unified_diff(
-                    _lines(change.old),
-                    _lines(change.new),
-                    fromfile=f"a/{before_name}",
-                    tofile=f"b/{name}",
-                    n=3,
-                )
-            )
+            lines = list(_unified_lines(_lines(change.old), _lines(change.new), f"a/{before_name}", f"b/{name}"))
             parts += [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
             continue
         before = _lines(change.old)
         after = _lines(change.new)
         lines = list(
-            difflib.unified_diff(
+            _unified_lines(
                 before,
                 after,
-                fromfile=f"a/{name}" if change.old is not None else "/dev/null",
-                tofile=f"b/{name}" if change.new is not None else "/dev/null",
-                n=3,
+                f"a/{name}" if change.old is not None else "/dev/null",
+                f"b/{name}" if change.new is not None else "/dev/null",
             )
         )
         if not lines and before and before == after:  # both sides erased: the same line, still a change
@@ -136,6 +129,135 @@ def unified(found: list[FileChange]) -> str:
         for line in lines:
             parts.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(parts)
+
+
+# difflib compares every line with every other in the worst case: two 100 KB
+# files of short lines, one interleaved with the other, took a minute.  Above
+# this many pairs of lines, lines unique on both sides anchor the diff first
+# (patience diff, as git's); difflib then matches what lies between anchors.
+_PAIRS = 4_000_000
+_ANCHOR_DEPTH = 8  # rounds of anchoring within what lies between anchors
+
+
+def _unified_lines(a: list[str], b: list[str], fromfile: str, tofile: str, n: int = 3) -> Iterator[str]:
+    """``difflib.unified_diff(a, b, fromfile, tofile, n=n)``, in bounded
+    time: above :data:`_PAIRS` pairs of lines the matching is anchored."""
+    matcher = _Matcher(a, b)
+    for number, group in enumerate(matcher.get_grouped_opcodes(n)):
+        if number == 0:
+            yield f"--- {fromfile}\n"
+            yield f"+++ {tofile}\n"
+        first, last = group[0], group[-1]
+        yield f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n"
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                yield from (" " + line for line in a[i1:i2])
+                continue
+            if tag in ("replace", "delete"):
+                yield from ("-" + line for line in a[i1:i2])
+            if tag in ("replace", "insert"):
+                yield from ("+" + line for line in b[j1:j2])
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's line range as unified diffs write it (difflib's own rule)."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
+
+
+class _Matcher(difflib.SequenceMatcher[str]):
+    """difflib's matcher, whose matching blocks are anchored on unique lines
+    when the sides are too long for difflib alone."""
+
+    def __init__(self, a: list[str], b: list[str]) -> None:
+        super().__init__(None, a, b)
+        self._sides = (a, b)
+        self._anchored: list[difflib.Match] | None = None
+
+    def get_matching_blocks(self) -> list[difflib.Match]:
+        a, b = self._sides
+        if len(a) * len(b) <= _PAIRS:
+            return super().get_matching_blocks()
+        if self._anchored is None:
+            found: list[tuple[int, int, int]] = []
+            _match(a, b, 0, len(a), 0, len(b), 0, found)
+            merged: list[list[int]] = []
+            for i, j, size in sorted(found):
+                if merged and merged[-1][0] + merged[-1][2] == i and merged[-1][1] + merged[-1][2] == j:
+                    merged[-1][2] += size
+                else:
+                    merged.append([i, j, size])
+            blocks = [difflib.Match(i, j, size) for i, j, size in merged]
+            self._anchored = [*blocks, difflib.Match(len(a), len(b), 0)]
+        return list(self._anchored)
+
+
+def _match(
+    a: Sequence[str],
+    b: Sequence[str],
+    alo: int,
+    ahi: int,
+    blo: int,
+    bhi: int,
+    depth: int,
+    found: list[tuple[int, int, int]],
+) -> None:
+    """Add to ``found`` the matching blocks of ``a[alo:ahi]`` and ``b[blo:bhi]``."""
+    while alo < ahi and blo < bhi and a[alo] == b[blo]:  # a common start
+        found.append((alo, blo, 1))
+        alo, blo = alo + 1, blo + 1
+    while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:  # a common end
+        found.append((ahi - 1, bhi - 1, 1))
+        ahi, bhi = ahi - 1, bhi - 1
+    if alo == ahi or blo == bhi:
+        return
+    if (ahi - alo) * (bhi - blo) <= _PAIRS:
+        inner = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi])
+        found += [(alo + i, blo + j, size) for i, j, size in inner.get_matching_blocks() if size]
+        return
+    if depth >= _ANCHOR_DEPTH:
+        return  # what is left is shown as lines removed and lines added
+    anchors = _anchors(a, b, alo, ahi, blo, bhi)
+    i, j = alo, blo
+    for ai, bj in [*anchors, (ahi, bhi)]:
+        _match(a, b, i, ai, j, bj, depth + 1, found)
+        if ai < ahi:
+            found.append((ai, bj, 1))
+        i, j = ai + 1, bj + 1
+
+
+def _anchors(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int, bhi: int) -> list[tuple[int, int]]:
+    """The lines found once in each range, as ``(index in a, index in b)``,
+    the longest run of them in the same order on both sides."""
+    seen_a: dict[str, int] = {}
+    for i in range(alo, ahi):
+        seen_a[a[i]] = -1 if a[i] in seen_a else i
+    seen_b: dict[str, int] = {}
+    for j in range(blo, bhi):
+        seen_b[b[j]] = -1 if b[j] in seen_b else j
+    pairs = [(i, seen_b.get(a[i], -1)) for i in range(alo, ahi) if seen_a[a[i]] == i]
+    pairs = [(i, j) for i, j in pairs if j >= 0]
+    # The longest increasing run of b's indices, by patience sorting.
+    tops: list[int] = []  # the smallest b index ending a run of each length
+    ends: list[int] = []  # which pair that is
+    back: list[int] = []  # the pair before each pair in its run
+    for number, (_, j) in enumerate(pairs):
+        at = bisect.bisect_left(tops, j)
+        back.append(ends[at - 1] if at else -1)
+        if at == len(tops):
+            tops.append(j)
+            ends.append(number)
+        else:
+            tops[at] = j
+            ends[at] = number
+    run: list[tuple[int, int]] = []
+    at = ends[-1] if ends else -1
+    while at >= 0:
+        run.append(pairs[at])
+        at = back[at]
+    return run[::-1]
 
 
 def _lines(text: str | None) -> list[str]:

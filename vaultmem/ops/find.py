@@ -66,9 +66,21 @@ def matcher(pattern: str, regex: bool, ignore_case: bool) -> re.Pattern[str]:
     if len(pattern) > MAX_PATTERN:
         raise VaultError(f"Error: the pattern is longer than {MAX_PATTERN:,} characters.")
     try:
-        return re.compile(pattern if regex else re.escape(pattern), re.IGNORECASE if ignore_case else 0)
+        compiled = re.compile(pattern if regex else re.escape(pattern), re.IGNORECASE if ignore_case else 0)
     except re.error as err:
         raise VaultError(f"Error: {pattern!r} is not a regular expression ({err}).") from err
+    if compiled.search("") is not None:  # "ada|", "(ada)?", "\s*": every file holds empty text
+        raise VaultError(
+            f"Error: the regular expression {pattern!r} matches empty text, so it would match every file "
+            "(and an erasure by it would erase them all). Give one that needs at least one character."
+        )
+    return compiled
+
+
+def _count(compiled: re.Pattern[str], text: str) -> int:
+    """How many times ``compiled`` matches at least one character of ``text``
+    (a match of no text, as ``\b`` makes, is no finding)."""
+    return sum(1 for found in compiled.finditer(text) if found.end() > found.start())
 
 
 def find(
@@ -86,8 +98,8 @@ def find(
             text = store.keyring.open(file_path.text, store.read_blob(oid)).decode("utf-8", "replace")
         except ErasedError:
             continue  # erased: nothing left to match
-        count = sum(1 for _ in compiled.finditer(text))
-        in_name = compiled.search(file_path.text) is not None
+        count = _count(compiled, text)
+        in_name = _count(compiled, file_path.text) > 0
         if count or in_name:
             found.append(
                 Match(

@@ -10,9 +10,10 @@ Both directions apply the memory path rules to every name (they are one more
 way for a path to enter or leave the store):
 
 * :func:`import_folder` reads the whole folder first, refuses it as a whole if
-  any name or file breaks a rule (a symlink, a special file, a name that is
-  not a valid memory path, content that is not UTF-8 text or is over the file
-  size limit), and then records it as one ``import`` commit.
+  any name or file breaks a rule (a symlink, a special file, an entry it
+  cannot read, a name that is not a valid memory path, content that is not
+  UTF-8 text or is over the file size limit), always as a ``VaultError``
+  naming the entry, and then records it as one ``import`` commit.
 * :func:`export_folder` writes the memory of one version into a fresh folder
   that appears under ``F/memories`` only once it is complete; every file is
   created below the target by name, relative to a directory descriptor, never
@@ -33,6 +34,7 @@ import shutil
 import stat
 import tempfile
 import time
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,7 +44,16 @@ from typing import TYPE_CHECKING
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import DEFAULT_MAX_FILE_BYTES
-from vaultmem.errors import AlreadyExistsError, ConflictError, IntegrityError, InvalidPathError, LimitError, VaultError
+from vaultmem.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    ErasedError,
+    IntegrityError,
+    InvalidPathError,
+    LimitError,
+    StorageError,
+    VaultError,
+)
 from vaultmem.git import durable, objects
 from vaultmem.ops.guard import POLICY_ATTEMPTS, Guard, PolicyChanged
 from vaultmem.repo.store import Change, Store
@@ -96,7 +107,30 @@ def _shown(parts: tuple[str, ...]) -> str:
 
 
 def _refuse(parts: tuple[str, ...], why: str) -> VaultError:
-    return VaultError(f"Error: cannot import {_shown(parts)}: {why}. Nothing was imported.")
+    return VaultError(
+        f"Error: cannot import {_shown(parts) if parts else 'the memories folder'}: {why}. Nothing was imported."
+    )
+
+
+_SYMLINK = "it is a symbolic link (only regular files and folders are imported)"
+
+
+def _unreadable(err: OSError) -> str:
+    """Why an entry of the folder could not be read, in a few words."""
+    if err.errno == errno.ELOOP:  # swapped for a symlink after it was listed: O_NOFOLLOW refuses it
+        return _SYMLINK
+    if err.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "it was removed or replaced while the folder was read"
+    return f"it cannot be read ({(err.strerror or str(err)).lower()})"
+
+
+def _check_depth(parts: tuple[str, ...]) -> None:
+    """Refuse a folder whose path is already longer than any memory path:
+    every file below it would be refused, and a folder nested thousands
+    deep is never walked (a RecursionError, or every descriptor in use)."""
+    text = unicodedata.normalize("NFC", "/memories/" + "/".join(parts))
+    if len(text.encode("utf-8")) > paths.MAX_PATH_BYTES:
+        raise _refuse(parts, f"it is not a valid memory path (the path is longer than {paths.MAX_PATH_BYTES:,} bytes)")
 
 
 def memory_root(folder: str | os.PathLike[str]) -> Path:
@@ -124,7 +158,10 @@ def read_folder(
     files: list[tuple[MemoryPath, bytes]] = []
     empty: list[str] = []
     seen: dict[MemoryPath, tuple[str, ...]] = {}
-    fd = os.open(root, _DIR_FLAGS)
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except OSError as err:
+        raise VaultError(f"Error: cannot import from {str(root)!r}: {_unreadable(err)}. Nothing was imported.") from err
     try:
         for parts, data in _walk(fd, (), max_file_bytes, empty):
             try:
@@ -143,8 +180,11 @@ def read_folder(
 def _walk(
     dir_fd: int, parts: tuple[str, ...], max_file_bytes: int, empty: list[str]
 ) -> Iterator[tuple[tuple[str, ...], bytes]]:
-    with os.scandir(dir_fd) as listing:
-        names = sorted(entry.name for entry in listing)
+    try:
+        with os.scandir(dir_fd) as listing:
+            names = sorted(entry.name for entry in listing)
+    except OSError as err:
+        raise _refuse(parts, _unreadable(err)) from err
     if not names and parts:
         empty.append("/memories/" + "/".join(parts))
     for name in names:
@@ -153,11 +193,18 @@ def _walk(
             name.encode("utf-8")
         except UnicodeEncodeError as err:
             raise _refuse(here, "its name is not valid UTF-8") from err
-        info = os.lstat(name, dir_fd=dir_fd)
+        try:
+            info = os.lstat(name, dir_fd=dir_fd)
+        except OSError as err:
+            raise _refuse(here, _unreadable(err)) from err
         if stat.S_ISLNK(info.st_mode):
-            raise _refuse(here, "it is a symbolic link (only regular files and folders are imported)")
+            raise _refuse(here, _SYMLINK)
         if stat.S_ISDIR(info.st_mode):
-            child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            _check_depth(here)
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError as err:
+                raise _refuse(here, _unreadable(err)) from err
             try:
                 yield from _walk(child, here, max_file_bytes, empty)
             finally:
@@ -169,7 +216,10 @@ def _walk(
 
 
 def _read_file(dir_fd: int, name: str, here: tuple[str, ...], max_file_bytes: int) -> bytes:
-    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as err:
+        raise _refuse(here, _unreadable(err)) from err
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -184,6 +234,8 @@ def _read_file(dir_fd: int, name: str, here: tuple[str, ...], max_file_bytes: in
                     f"{max_file_bytes:,} bytes. Split or shorten it first. Nothing was imported."
                 )
             chunks.append(chunk)
+    except OSError as err:
+        raise _refuse(here, _unreadable(err)) from err
     finally:
         os.close(fd)
     data = b"".join(chunks)
@@ -327,7 +379,12 @@ def export_folder(vault: Store, folder: str | os.PathLike[str], at: str | dateti
     destination = given if given.name == MEMORIES else given / MEMORIES
     base = destination.parent
     vault_dir = vault.path.resolve()
-    target = destination.resolve()
+    try:
+        target = destination.resolve()
+    except (RuntimeError, OSError) as err:  # a symlink loop on the way (Python 3.11 raises RuntimeError)
+        loop = not isinstance(err, OSError) or err.errno == errno.ELOOP
+        why = _why(err) if isinstance(err, OSError) and not loop else "a symbolic link on the way points back to itself"
+        raise ConflictError(f"Error: cannot export to {str(destination)!r}: {why}.") from err
     if target == vault_dir or vault_dir in target.parents:
         raise ConflictError(
             "Error: cannot export into the vault's own folder: exported files are plaintext. Choose another folder."
@@ -345,15 +402,35 @@ def export_folder(vault: Store, folder: str | os.PathLike[str], at: str | dateti
             base.mkdir(mode=0o700)
         except FileNotFoundError as err:
             raise VaultError(f"Error: cannot export to {str(base)!r}: its parent folder does not exist.") from err
+        except OSError as err:
+            raise StorageError(f"Error: cannot create {str(base)!r}: {_why(err)}; nothing was written.") from err
         created = True
     done = False
     try:
         _remove_abandoned(base)
-        staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=base))
-        holder = os.open(staging, _DIR_FLAGS)
+        try:  # the staging folder's own name means nothing to the user: the folder asked for is named
+            staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=base))
+        except OSError as err:
+            raise StorageError(
+                f"Error: cannot export to {str(destination)!r}: {_why(err)}; nothing was written."
+            ) from err
+        try:
+            holder = os.open(staging, _DIR_FLAGS)
+        except OSError as err:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise StorageError(
+                f"Error: cannot export to {str(destination)!r}: {_why(err)}; nothing was written."
+            ) from err
         try:
             fcntl.flock(holder, fcntl.LOCK_EX)  # held until this export ends: the folder is in use
-            count, size = _write_tree(snap, staging)
+            try:
+                count, size = _write_tree(snap, staging)
+            except ErasedError as err:  # the files written so far are removed below
+                raise ErasedError(
+                    f"Error: cannot export: {err.fact.removeprefix('Error: ').rstrip('.')}. Nothing was written; "
+                    "export a version from after the erasure.",
+                    err.commit,
+                ) from err
             durable.sync_filesystem(staging)
             if os.path.lexists(destination):
                 raise AlreadyExistsError(
@@ -365,7 +442,7 @@ def export_folder(vault: Store, folder: str | os.PathLike[str], at: str | dateti
         except OSError as err:
             if done:
                 raise
-            raise VaultError(
+            raise StorageError(
                 f"Error: cannot export to {str(destination)!r}: {_why(err)}; nothing was written."
             ) from err
         finally:
@@ -411,16 +488,21 @@ def _remove_abandoned(base: Path) -> None:
 def _why(err: OSError) -> str:
     if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         return "the disk is full (no space left for the files)"
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "its folder is not writable (permission denied)"
+    if err.errno == errno.EROFS:
+        return "its folder is on a read-only file system"
     return (err.strerror or str(err)).lower()
 
 
 def _write_tree(snap: Snapshot, staging: Path) -> tuple[int, int]:
     count = size = 0
     root_fd = os.open(staging, _DIR_FLAGS)
-    dirs: dict[tuple[str, ...], int] = {(): root_fd}
+    dirs: dict[tuple[str, ...], int] = {(): root_fd}  # open: the folders above the file being written
+    made: set[tuple[str, ...]] = set()
     try:
         for path, _oid in _files(snap):
-            parent_fd = _make_dirs(dirs, path.parts[:-1])
+            parent_fd = _make_dirs(dirs, made, path.parts[:-1])
             data = snap.read_bytes(path)
             fd = os.open(path.parts[-1], _CREATE_FLAGS, 0o600, dir_fd=parent_fd)
             try:
@@ -454,11 +536,19 @@ def _files(snap: Snapshot) -> Iterator[tuple[MemoryPath, bytes]]:
         ) from err
 
 
-def _make_dirs(dirs: dict[tuple[str, ...], int], parts: tuple[str, ...]) -> int:
+def _make_dirs(dirs: dict[tuple[str, ...], int], made: set[tuple[str, ...]], parts: tuple[str, ...]) -> int:
+    """The descriptor of the folder ``parts`` of the export, made if it is
+    new.  Only the folders above it stay open: a memory of thousands of
+    folders would otherwise use up the process's descriptors (1,024 by
+    default) and fail the export."""
+    for key in [key for key in dirs if parts[: len(key)] != key]:
+        os.close(dirs.pop(key))
     for depth in range(1, len(parts) + 1):
         key = parts[:depth]
         if key not in dirs:
             parent = dirs[parts[: depth - 1]]
-            os.mkdir(parts[depth - 1], 0o700, dir_fd=parent)
+            if key not in made:
+                os.mkdir(parts[depth - 1], 0o700, dir_fd=parent)
+                made.add(key)
             dirs[key] = os.open(parts[depth - 1], _DIR_FLAGS, dir_fd=parent)
     return dirs[parts]
