@@ -20,7 +20,8 @@ What is detected (``KINDS`` lists every kind):
   Social Security numbers in the dashed form, UK National Insurance numbers;
 * with ``personal_data``: e-mail addresses and phone numbers.
 
-Text is scanned as it reads: invisible (format) characters are skipped and
+Text is scanned as it reads: invisible characters (format characters,
+variation selectors and the other ignorable ones) are skipped and
 characters NFKC folds to ASCII are read as ASCII (:func:`_skeleton`), so a
 key with a zero-width space inside or a card in fullwidth digits is found,
 and each finding spans the original characters.  A run of base64 that
@@ -596,19 +597,29 @@ def _merge(matches: Iterable[tuple[int, Match]]) -> list[Match]:
     return merged
 
 
-# The 256-code-point pages that hold every format character (Unicode
-# category Cf: zero-width spaces and joiners, soft hyphens, bidi controls) and
+# The 256-code-point pages that hold every invisible character (Unicode
+# category Cf: zero-width spaces and joiners, soft hyphens, bidi controls; and
+# the other ignorable ones below, such as variation selectors) and
 # every character NFKC folds to ASCII (fullwidth ``４``, no-break and
 # ideographic spaces, ligatures, mathematical letters); a test checks the
 # whole of Unicode against them.
 _DISGUISE_PAGES = (
-    0x00, 0x01, 0x02, 0x03, 0x06, 0x07, 0x08, 0x18, 0x1D, 0x1F, 0x20, 0x21, 0x24, 0x2A, 0x2C, 0x30, 0x32, 0x33,
-    0xA7, 0xFB, 0xFE, 0xFF, 0x107, 0x110, 0x134, 0x1BC, 0x1D1, 0x1D4, 0x1D5, 0x1D6, 0x1D7, 0x1F1, 0x1FB, 0xE00,
+    0x00, 0x01, 0x02, 0x03, 0x06, 0x07, 0x08, 0x11, 0x17, 0x18, 0x1D, 0x1F, 0x20, 0x21, 0x24, 0x2A, 0x2C, 0x30,
+    0x31, 0x32, 0x33, 0xA7, 0xFB, 0xFE, 0xFF, 0x107, 0x110, 0x134, 0x1BC, 0x1D1, 0x1D4, 0x1D5, 0x1D6, 0x1D7,
+    0x1F1, 0x1FB, 0xE00, 0xE01,
 )  # fmt: skip
+
+# Characters Unicode marks as ignorable in display (Default_Ignorable_Code_Point)
+# that are not format characters: variation selectors, the combining grapheme
+# joiner, Hangul fillers, Mongolian free variation selectors, Khmer inherent
+# vowels.  Beside ASCII they show as nothing, like a zero-width space.
+_IGNORABLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
+)
 
 
 def _invisible(ch: str) -> bool:
-    return unicodedata.category(ch) == "Cf"
+    return unicodedata.category(ch) == "Cf" or _IGNORABLE.match(ch) is not None
 
 
 def disguises(ch: str) -> bool:
@@ -732,7 +743,7 @@ def scan(text: str, detectors: Iterable[Detector] = SECRET_DETECTORS) -> list[Ma
     for start, end in _base64_runs(seen):
         decoded = _decoded(seen[start:end])
         if decoded is not None:
-            inside = {(rank, match.kind) for rank, match in _find(decoded, every)}
+            inside = {(rank, match.kind) for rank, match in _find(_skeleton(decoded)[0], every)}  # read as text is
             found += ((rank, Match(kind, start, end)) for rank, kind in sorted(inside))
     if origin is not None:
         found = [(rank, Match(m.kind, origin[m.start], origin[m.end - 1] + 1)) for rank, m in found]

@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -65,9 +66,9 @@ log = logging.getLogger("vaultmem.mcp")
 SERVER_NAME = "vaultmem"
 DEFAULT_MAX_REQUEST_BYTES = 1_048_576  # the largest tool call accepted, in bytes of JSON
 ENVELOPE_BYTES = 65_536  # what a message may hold beyond a call's arguments: the JSON-RPC envelope
-_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,256}")')
-# An answer as the SDK writes it: its id comes right after the version.
-_ANSWER = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d{1,18}|"(?:[^"\\]|\\.){0,256}"),"(?:result|error)":')
+_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,40}(?!\d)|"(?:[^"\\]|\\.){0,256}")')
+# An answer as the SDK writes it: its id, of any length, comes right after the version.
+_ANSWER = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)":')
 SYNC_CLOSE_SECONDS = 30.0  # how long a stopping server tries to push what its clients wrote
 DRAIN_SECONDS = 30.0  # how long a server whose input ended waits to answer the requests it read
 MEMORY_TOOLS = ("view", "create", "str_replace", "insert", "delete", "rename")
@@ -176,9 +177,20 @@ _TITLES = {
 _CLIENT = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def instructions() -> str:
+READ_ONLY_PROTOCOL = (
+    "IMPORTANT: ALWAYS VIEW YOUR MEMORY DIRECTORY BEFORE DOING ANYTHING ELSE.\n"
+    "This memory server is read-only: use the `view` tool to read what is in /memories, and `history`, "
+    "`read_version` and `diff` to see how it changed. It writes nothing: do not try to record progress in it."
+)
+
+
+def instructions(read_only: bool = False) -> str:
     """What a client gives the model about this server: the memory protocol
-    and the guidance :func:`~vaultmem.anthropic.agent.memory_system_prompt` gives."""
+    and the guidance :func:`~vaultmem.anthropic.agent.memory_system_prompt`
+    gives; for a read-only server, how to read it and that it writes nothing
+    (no protocol telling the model to record its progress there)."""
+    if read_only:
+        return READ_ONLY_PROTOCOL + "\n\n" + memory_system_prompt(tidy=False)
     return PROTOCOL + "\n\n" + memory_system_prompt()
 
 
@@ -368,7 +380,7 @@ class MemoryServer:
             self,
             frozenset(MEMORY_TOOLS) if inline else frozenset(),
             name=SERVER_NAME,
-            instructions=instructions(),
+            instructions=instructions(self.read_only),
             tools=tools,
             log_level="WARNING",
             **settings,
@@ -549,7 +561,8 @@ class _PipeLines:
     reads each line in a worker thread, a thread hop per message).  A
     request the SDK could not parse would get no answer at all, and its
     client would wait until it gave up: one holding text that is not
-    Unicode (a lone surrogate escape) is answered here with an error, and
+    Unicode (a lone surrogate escape) or bytes that are not UTF-8 (which the
+    SDK would store replaced by U+FFFD) is answered here with an error, and
     so is every message the SDK's own validation refuses.  So is
     a line longer than ``limit`` bytes (the reader's limit), which is dropped
     as it arrives, never held whole: its answer carries the id found at the
@@ -595,13 +608,20 @@ class _PipeLines:
             except asyncio.LimitOverrunError as over:
                 await self.writer.write(json.dumps(await self._too_long(over.consumed)) + "\n")
                 continue
-            text = line.decode("utf-8", "replace")
-            refused = _not_unicode(text)
-            message = None
-            if refused is None and text.strip():
-                message = _message(text)
-                if message is None:
-                    refused = _unreadable(text, line)
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:  # stored as it came, its text would be changed (U+FFFD): refused
+                await self.writer.write(json.dumps(_not_utf8(line)) + "\n")
+                continue
+            try:
+                refused = _not_unicode(text)
+                message = None
+                if refused is None and text.strip():
+                    message = _message(text)
+                    refused = _unreadable(text, line) if message is None else _wrong_id(text, message)
+            except Exception as err:  # one line the server cannot answer must not end the session
+                log.error("a message could not be read (%s); it was answered as unreadable", type(err).__name__)
+                refused = _unreadable("", b"")
             if refused is None:
                 self.outstanding.read(message)
                 return text
@@ -642,7 +662,48 @@ def _request_id(head: bytes, tail: bytes) -> object:
     """The id of a request that could not be read whole, or None: where
     JSON-RPC writers put it, first (the SDKs) or last."""
     found = _REQUEST_ID.search(head) or next(reversed(list(_REQUEST_ID.finditer(tail))), None)
-    return json.loads(found.group(1)) if found else None
+    if found is None:
+        return None
+    try:  # the line is not JSON: what looks like its id may not be JSON either ("a\\q", 01, broken UTF-8)
+        ident: object = json.loads(found.group(1).decode("utf-8"))
+    except ValueError:
+        return None
+    return ident
+
+
+def _not_utf8(line: bytes) -> dict[str, Any]:
+    """The error answering a line that is not UTF-8 (JSON-RPC's text is):
+    read with its bad bytes replaced, a file's text would be stored changed."""
+    message = (
+        "Error: the message is not UTF-8 text (JSON is UTF-8); nothing was changed. Send the request encoded in UTF-8."
+    )
+    ident = _request_id(line[:4096], line[-4096:])
+    return {"jsonrpc": "2.0", "id": ident, "error": {"code": -32700, "message": message}}
+
+
+def _wrong_id(text: str, message: object) -> dict[str, Any] | None:
+    """The error answering a request whose id is neither a string nor an
+    integer (null, a fraction, true, an object), or None.
+
+    The SDK reads such a request as a notification (a message without an
+    id) and drops it without a word; its client would wait for an answer
+    that never comes.  A fraction is given back as the id, so its client can
+    tell which request it was; any other such id cannot be, and is null."""
+    if not isinstance(message, JSONRPCNotification) or ('"id"' not in text and "\\u" not in text):
+        return None
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(raw, dict) or "id" not in raw:
+        return None
+    ident = raw["id"]
+    message_text = (
+        "Error: the request's id must be a string or an integer (MCP allows no other id, not null either); "
+        "nothing was changed."
+    )
+    echoed = ident if isinstance(ident, float) and math.isfinite(ident) else None
+    return {"jsonrpc": "2.0", "id": echoed, "error": {"code": -32600, "message": message_text}}
 
 
 def _unreadable(text: str, line: bytes) -> dict[str, Any]:
@@ -690,20 +751,23 @@ def _not_unicode(text: str) -> dict[str, Any] | None:
         ident = message.get("id") if isinstance(message, dict) else None
         error = {"code": -32602, "message": "Error: the request holds text that is not Unicode (a lone surrogate)."}
         return {"jsonrpc": "2.0", "id": ident, "error": error}
-    except ValueError:
-        return None  # not JSON: _unreadable answers it
+    except (ValueError, RecursionError):
+        return None  # not JSON, or nested deeper than it reads: _unreadable answers it
     return None
 
 
 class _PipeWriter:
     """Standard output written whole, line by line, from the event loop.
     A client that is gone (a closed pipe) is written to no more: its
-    answers are dropped, and the input is stopped."""
+    answers are dropped, and the input is stopped.  So is an output that
+    takes no more (a file on a full disk, an I/O error), which ``failed``
+    keeps to be reported."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.outstanding = _Outstanding()
         self.gone = False
+        self.failed: OSError | None = None
         self.on_gone: Callable[[], None] | None = None
 
     async def write(self, text: str) -> None:
@@ -715,7 +779,9 @@ class _PipeWriter:
                 data = data[os.write(self.fd, data) :]
             except BlockingIOError:  # the client reads slowly: wait for room
                 await asyncio.sleep(0.001)
-            except (BrokenPipeError, ConnectionResetError):  # nobody reads any more
+            except OSError as err:  # nobody reads any more, or the output takes no more
+                if not isinstance(err, BrokenPipeError | ConnectionResetError):
+                    self.failed = err
                 self.gone = True
                 self.outstanding.forget()
                 if self.on_gone is not None:
@@ -809,6 +875,11 @@ async def serve_stdio(server: MCPServer, max_request_bytes: int = DEFAULT_MAX_RE
         close_input()
         if isinstance(server, _Server):
             await anyio.to_thread.run_sync(server.memory.close)
+    if writer.failed is not None:
+        reason = writer.failed.strerror or str(writer.failed)
+        raise VaultError(
+            f"Error: the answers could not be written to standard output ({reason}); no request was read after that."
+        )
     if interrupted is not None and interrupted.is_set():
         raise KeyboardInterrupt
 
