@@ -199,33 +199,3 @@ def test_a_write_retires_a_few_packs_of_a_merge_not_all(
     for i in range(4 * upkeep.EVERY):
         assert reopened.read(f"/memories/f{i}.txt") == f"{i}\n"
     reopened.close()
-
-
-def test_a_large_merge_lets_a_call_run_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A merge runs in the upkeep thread.  Its loops over thousands of
-    entries held the GIL for milliseconds, and a call beside it waited for
-    them all (p99 5-10 ms on a 2-CPU machine); it now lets go of the GIL
-    (:func:`objects.breathe`) every STRIDE entries of each loop."""
-    pack_dir = tmp_path / "objects" / "pack"
-    pack_dir.mkdir(parents=True)
-    for p in range(8):
-        pack = objects.build_pack([objects.packed(objects.BLOB, b"%d-%d" % (p, i)) for i in range(600)])
-        stem = pack_dir / f"pack-{pack.name}"
-        stem.with_suffix(".pack").write_bytes(pack.data)
-        stem.with_suffix(".idx").write_bytes(pack.idx)
-    infos = objects.list_packs(tmp_path / "objects")
-    assert len(infos) == 8
-    let_go = [0]
-    real_breathe = objects.breathe
-
-    def counting() -> None:
-        let_go[0] += 1
-        real_breathe()
-
-    monkeypatch.setattr(objects, "breathe", counting)
-    merged = objects.merge(infos)
-    assert merged is not None and len(merged[0].whole) == 8 * 600
-    # reading each pack, gathering, assembling and sorting the index: each at least every STRIDE entries
-    assert let_go[0] >= 4 * (8 * 600) // objects.STRIDE, let_go[0]
-    pack = merged[0]
-    assert objects.read_index(pack.idx) == sorted(objects.read_index(pack.idx))  # the index is still in id order

@@ -13,13 +13,10 @@ Pure byte formats here; the only I/O is reading packs to list and merge:
 from __future__ import annotations
 
 import hashlib
-import heapq
 import itertools
-import operator
 import os
 import re
 import struct
-import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,17 +34,6 @@ MODE_BLOB = 0o100644
 # One tree entry: "<octal mode> <name>\0<20-byte id>".
 _TREE_ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)
 _HEX_ID = re.compile(rb"[0-9a-f]{40}")
-
-# A merge runs in the upkeep thread beside the calls.  Python code holds the
-# GIL, and a call that wants it back waits for the switch interval (5 ms) when
-# the holder never lets go: a merge's loops let go every STRIDE entries.
-STRIDE = 256
-_SORT_RUN = 1024  # entries sorted at once in a large index (sorting 16,000 takes 4 ms)
-
-
-def breathe() -> None:
-    """Let a waiting thread take the GIL (a call beside the upkeep)."""
-    time.sleep(0)
 
 
 def object_id(kind: int, data: bytes) -> bytes:
@@ -174,7 +160,7 @@ def deflate_stored(data: bytes) -> bytes:
 
 def _build_idx(entries: Sequence[tuple[bytes, int, int]], pack_sum: bytes) -> bytes:
     """Index v2 for ``(id, crc32, offset)`` entries."""
-    ordered = _sorted(entries, 0)  # ids are unique
+    ordered = sorted(entries)
     count = len(ordered)
     per_byte = [0] * 256
     for oid, _, _ in ordered:
@@ -202,25 +188,6 @@ def _build_idx(entries: Sequence[tuple[bytes, int, int]], pack_sum: bytes) -> by
     return body + hashlib.sha1(body).digest()
 
 
-def _sorted(entries: Sequence[tuple[bytes, int, int]], by: int) -> list[tuple[bytes, int, int]]:
-    """``entries`` sorted by their field ``by`` (0: id, 2: offset; both
-    unique); a large list is sorted in runs, letting go of the GIL between
-    them (:func:`breathe`)."""
-    key = operator.itemgetter(by)
-    if len(entries) <= _SORT_RUN:
-        return sorted(entries, key=key)
-    runs = []
-    for start in range(0, len(entries), _SORT_RUN):
-        runs.append(sorted(entries[start : start + _SORT_RUN], key=key))
-        breathe()
-    out = []
-    for n, entry in enumerate(heapq.merge(*runs, key=key)):
-        out.append(entry)
-        if n % STRIDE == STRIDE - 1:
-            breathe()
-    return out
-
-
 @dataclass(frozen=True)
 class Pack:
     """A pack and its index as bytes, with its entries ``(id, crc, raw entry)``."""
@@ -237,11 +204,9 @@ class Pack:
 def _assemble(whole: Sequence[tuple[bytes, int, bytes]]) -> Pack:
     entries: list[tuple[bytes, int, int]] = []
     offset = 12
-    for n, (oid, crc, raw) in enumerate(whole):
+    for oid, crc, raw in whole:
         entries.append((oid, crc, offset))
         offset += len(raw)
-        if n % STRIDE == STRIDE - 1:
-            breathe()
     body = b"PACK" + struct.pack(">II", 2, len(whole)) + b"".join(raw for _, _, raw in whole)
     pack_sum = hashlib.sha1(body).digest()
     return Pack(body + pack_sum, _build_idx(entries, pack_sum), list(whole))
@@ -441,15 +406,13 @@ def _whole_entries(info: PackInfo) -> list[tuple[bytes, int, bytes]] | None:
     if known is not None:
         return known
     data = info.pack.read_bytes()
-    by_offset = _sorted(read_index(info.pack.with_suffix(".idx").read_bytes()), 2)
+    by_offset = sorted(read_index(info.pack.with_suffix(".idx").read_bytes()), key=lambda e: e[2])
     ends = [e[2] for e in by_offset[1:]] + [len(data) - 20]
     out: list[tuple[bytes, int, bytes]] = []
-    for n, ((oid, crc, start), end) in enumerate(zip(by_offset, ends, strict=True)):
+    for (oid, crc, start), end in zip(by_offset, ends, strict=True):
         if (data[start] >> 4) & 7 not in (COMMIT, TREE, BLOB, 4):  # 4 = tag; 6, 7 = deltas
             return None
         out.append((oid, crc, data[start:end]))
-        if n % STRIDE == STRIDE - 1:
-            breathe()
     return out
 
 
@@ -463,16 +426,13 @@ def merge(packs: Sequence[PackInfo]) -> tuple[Pack, list[PackInfo]] | None:
     seen: set[bytes] = set()
     for info in packs:
         entries = _whole_entries(info)
-        breathe()
         if entries is None:
             continue
         merged.append(info)
-        for n, entry in enumerate(entries):
+        for entry in entries:
             if entry[0] not in seen:
                 seen.add(entry[0])
                 whole.append(entry)
-            if n % STRIDE == STRIDE - 1:
-                breathe()
     if len(merged) < 2:
         return None
     return _assemble(whole), merged
