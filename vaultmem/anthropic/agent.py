@@ -213,6 +213,8 @@ def memory_request(
 # -- showing a session to people ---------------------------------------------------
 
 SHOWN_VALUE_CHARS = 80  # a longer path (or other value) is cut when a call is shown
+# Stop reasons of a reply Claude had not finished: out of tokens, or of context.
+CUT_SHORT = ("max_tokens", "model_context_window_exceeded")
 NOT_RUN = (
     "Error: this memory call was not run: the reply stopped ({stop_reason}) before it was complete. "
     "Make the call again if it is still needed."
@@ -270,6 +272,34 @@ def _not_run(message: Any) -> dict[str, Any] | None:
     }
 
 
+class NoMessage(Exception):
+    """A streamed answer that held no message (not the API's event stream)."""
+
+
+class IncompleteReply(Exception):
+    """A streamed reply that ended before it was complete (no stop reason)."""
+
+
+def whole_message(item: Any) -> Any:
+    """A tool runner's item as the whole message: a streamed reply
+    (``tool_runner(stream=True)``) is read to its end first.  A stream that
+    ends before the reply's stop reason (a connection closed early) raises
+    :class:`IncompleteReply`: what it holds, a memory call's input included,
+    may be cut short."""
+    final = getattr(item, "get_final_message", None)
+    if not callable(final):
+        return item
+    try:
+        message = final()
+    except AssertionError:  # the stream ended before its first event
+        message = None
+    if message is None:
+        raise NoMessage("the answer held no message_start event")
+    if message.stop_reason is None:
+        raise IncompleteReply("the stream ended before the reply's stop reason")
+    return message
+
+
 def converse(
     client: Any,
     request: Mapping[str, Any],
@@ -279,6 +309,7 @@ def converse(
     on_call: Callable[[object], None],
     on_result: Callable[[Mapping[str, Any]], None],
     waiting: Callable[[str], AbstractContextManager[object]] | None = None,
+    on_cut_short: Callable[[str], None] | None = None,
 ) -> None:
     """One user turn through the SDK's tool runner (``client.beta.messages``):
     each message Claude sends and each batch of tool results sent back is
@@ -287,12 +318,41 @@ def converse(
     ``on_call``, each ``tool_result`` to ``on_result``.  Tool calls run only
     when the reply asks for them (stop reason ``tool_use``); those of a reply
     cut short are answered as not run.  ``waiting(what)`` wraps the waits (a
-    spinner)."""
+    spinner).  The request may ask for a stream (``stream=True``): each reply
+    is then read to its end before it is reported.  ``on_cut_short(stop_reason)``
+    hears of a reply that ended before Claude had finished (:data:`CUT_SHORT`)."""
     wait = waiting if waiting is not None else (lambda what: contextlib.nullcontext())
     runner = client.beta.messages.tool_runner(**request)
+    try:
+        _converse(
+            runner,
+            conversation,
+            wait,
+            on_text=on_text,
+            on_call=on_call,
+            on_result=on_result,
+            on_cut_short=on_cut_short if on_cut_short is not None else (lambda stop_reason: None),
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            runner.close()  # a reply left half read (an error, Ctrl-C) releases its connection
+        raise
+
+
+def _converse(
+    runner: Any,
+    conversation: list[Any],
+    wait: Callable[[str], AbstractContextManager[object]],
+    *,
+    on_text: Callable[[str], None],
+    on_call: Callable[[object], None],
+    on_result: Callable[[Mapping[str, Any]], None],
+    on_cut_short: Callable[[str], None],
+) -> None:
     while True:
         with wait("waiting for Claude"):
-            message = next(runner, None)
+            item = next(runner, None)
+            message = None if item is None else whole_message(item)
         if message is None:
             return
         conversation.append(message.to_param())
@@ -308,8 +368,9 @@ def converse(
             continue  # the runner sends the turn back for the API to finish
         else:
             response = _not_run(message)
-        if response is None:
-            continue
-        conversation.append(response)
-        for result in tool_results(response):
-            on_result(result)
+        if response is not None:
+            conversation.append(response)
+            for result in tool_results(response):
+                on_result(result)
+        if message.stop_reason in CUT_SHORT:
+            on_cut_short(message.stop_reason)

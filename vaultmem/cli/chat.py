@@ -18,11 +18,13 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from types import FrameType
 from typing import Any, TextIO
 
-from vaultmem.anthropic.agent import converse, describe_call, memory_request, result_text
+from vaultmem.anthropic.agent import IncompleteReply, converse, describe_call, memory_request, result_text
 from vaultmem.cli.progress import Spinner
 from vaultmem.core.text import visible, visible_content
+from vaultmem.git.durable import WriterLock
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
@@ -64,6 +66,19 @@ def _reason(error: Any) -> str:
     return _sentence(str(message if isinstance(message, str) and message else error.message))
 
 
+def _unconnected(error: Any) -> str:
+    """Why no connection was made (the SDK says only "Connection error."), as one sentence."""
+    import httpx2
+
+    cause = error.__cause__
+    if cause is None or isinstance(cause, httpx2.LocalProtocolError):  # its words may quote a header: the key
+        return _reason(error)
+    text = f"{error.message.rstrip('.')} ({type(cause).__name__}: {cause})"
+    if isinstance(cause, httpx2.UnsupportedProtocol):
+        text += f"; {BASE_URL_ENV} must start with https:// or http://"
+    return _sentence(text)
+
+
 def _unreadable(error: Exception) -> str:
     """Why an answer that is not the Messages API's could not be used, as one sentence."""
     detail = str(error) or type(error).__name__
@@ -73,23 +88,65 @@ def _unreadable(error: Exception) -> str:
     )
 
 
+def _broken(error: Exception) -> str:
+    """A connection that broke off in the middle of an answer, as one sentence."""
+    detail = str(error) or type(error).__name__
+    return _sentence(f"the connection broke off before the answer was complete ({type(error).__name__}: {detail})")
+
+
 PROXY_ENVS = ("ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+
+def _client_options() -> dict[str, Any] | str:
+    """What the client is given beyond what it reads from the environment
+    itself, or why the environment cannot work, as one sentence.
+
+    A key pasted with a line end or spaces around it (an ``.env`` file saved
+    with CRLF) would make every request fail with "Connection error.", since
+    it cannot go into a header: it is used without them.  An empty
+    ``ANTHROPIC_BASE_URL`` (``export ANTHROPIC_BASE_URL=``) means the API's
+    own address, not a URL with no scheme.  The key itself is never shown."""
+    options: dict[str, Any] = {}
+    key = os.environ.get(API_KEY_ENV, "")
+    if key != key.strip():
+        options["api_key"] = key.strip()
+    if not key.strip().isprintable():
+        return (
+            f"{API_KEY_ENV} holds a control character inside the key; "
+            "set it to the key alone (sk-ant-...), copied again from https://console.anthropic.com/settings/keys."
+        )
+    base_url = os.environ.get(BASE_URL_ENV)
+    if base_url is not None and (not base_url.strip() or base_url != base_url.strip()):
+        options["base_url"] = base_url.strip() or DEFAULT_BASE_URL
+    return options
 
 
 def _client() -> Any:
     """The SDK's client, or why it cannot be made, as one sentence: a SOCKS
     proxy in the environment needs the ``socksio`` package, which the SDK
-    does not install."""
+    does not install; ``ANTHROPIC_BASE_URL`` may not be a URL at all."""
     import anthropic
+    import httpx2
 
+    options = _client_options()
+    if isinstance(options, str):
+        return options
     hook = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: None  # the half-made client fails again as it is collected
     try:
         try:
-            return anthropic.Anthropic()
+            return anthropic.Anthropic(**options)
         except ImportError as error:
             if "socksio" not in str(error):
                 raise
+        except httpx2.InvalidURL as error:
+            return (
+                f"{BASE_URL_ENV} is not a URL ({_sentence(str(error))[:-1]}); set it to the API's address, "
+                f"such as {DEFAULT_BASE_URL}, or unset it."
+            )
         gc.collect()
     finally:
         sys.unraisablehook = hook
@@ -98,20 +155,29 @@ def _client() -> Any:
     return f"{name} names a SOCKS proxy, which needs the socksio package: run `pip install socksio`, or unset {name}."
 
 
+def _waiting_for_the_lock(frame: FrameType | None) -> bool:
+    """Whether the code Ctrl-C interrupted waits for the vault's writer lock
+    (``WriterLock._take``, before the write has begun)."""
+    return frame is not None and frame.f_code is WriterLock._take.__code__
+
+
 class _CtrlC:
     """Ctrl-C that waits for the memory call under way to finish.
 
     A memory call is one commit; a ``KeyboardInterrupt`` raised in the middle
     of one (after the ref is locked, before it is moved) would leave the
     commit half done.  While a call runs, Ctrl-C is noted and raised as soon
-    as the call returns; anywhere else it is raised at once, as usual."""
+    as the call returns; anywhere else it is raised at once, as usual.  A
+    call still waiting for the vault's writer lock (another process holds it:
+    an import, a re-encryption, a writer stopped with Ctrl-Z) has written
+    nothing: Ctrl-C stops it at once, rather than when that process lets go."""
 
     def __init__(self) -> None:
         self.calls = 0
         self.pending = False
 
-    def handler(self, signum: int, frame: object) -> None:
-        if self.calls:
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.calls and not _waiting_for_the_lock(frame):
             self.pending = True
             return
         raise KeyboardInterrupt
@@ -162,13 +228,17 @@ def run(
 ) -> int:
     """The chat loop; returns the exit code.  ``read_line(prompt)`` raises
     EOFError at the end of input (``input`` does)."""
+    # The request is built once before the banner, so that a bad --model or
+    # --topic is refused at once rather than after the first line typed.
+    memory_request(memory, model=model, max_tokens=max_tokens, messages=[{"role": "user", "content": "-"}], topic=topic)
     if client is None:
         client = _client()
         if isinstance(client, str):
             err.write(f"vaultmem: {client}\n")
             return 2
     out.write(
-        f"Chatting with {model}. Memory: {memory.vault.path} (actor {memory.actor}, session {memory.session}).\n"
+        f"Chatting with {visible(model)}. Memory: {memory.vault.path} "
+        f"(actor {memory.actor}, session {memory.session}).\n"
         f"Every memory change is a commit: vaultmem log --session {memory.session}\n"
         "Type /exit or press Ctrl-D to leave.\n"
     )
@@ -192,6 +262,7 @@ def _loop(
     context_editing: bool,
 ) -> int:
     import anthropic
+    import httpx2
 
     conversation: list[Any] = []
     while True:
@@ -207,6 +278,12 @@ def _loop(
             return 0
         if not line.strip():
             continue
+        if not _utf8(line):
+            err.write(
+                "vaultmem: that line is not UTF-8 text (is the terminal set to another encoding?); "
+                "it was not sent. Type it again, or /exit.\n"
+            )
+            continue
         start = len(conversation)
         conversation.append({"role": "user", "content": line})
         request = memory_request(
@@ -216,6 +293,9 @@ def _loop(
             messages=conversation,
             topic=topic,
             context_editing=context_editing,
+            # Streamed: without a stream the SDK refuses any max_tokens above
+            # 21,333 (an answer that could take over 10 minutes).
+            stream=True,
         )
         try:
             _turn(client, request, conversation, out, err)
@@ -228,6 +308,8 @@ def _loop(
                 f"vaultmem log --session {memory.session}\n"
             )
             return 130
+        except _OutputFailed as failed:
+            raise failed.error from None  # the command's own handling: a closed pipe ends it quietly
         except anthropic.AuthenticationError as error:
             err.write(f"vaultmem: the API refused the key in {API_KEY_ENV}: {_reason(error)}\n")
             return 2
@@ -235,14 +317,41 @@ def _loop(
             # Memory changes already made stay (each is a commit); the conversation
             # goes back to before this line so it stays well-formed.
             del conversation[start:]
-            why = _reason(error) if isinstance(error, anthropic.APIError) else _unreadable(error)
+            if isinstance(error, anthropic.APIConnectionError):
+                why = _unconnected(error)
+            elif isinstance(error, anthropic.APIError):
+                why = _reason(error)
+            elif isinstance(error, (httpx2.TransportError, IncompleteReply)):
+                why = _broken(error)
+            else:
+                why = _unreadable(error)
             err.write(f"vaultmem: the request to Claude failed: {why} Try again, or /exit.\n")
+
+
+def _utf8(line: str) -> bool:
+    """Whether ``line`` can be sent: bytes read that were not UTF-8 arrive as lone surrogates."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class _OutputFailed(Exception):
+    """Standard output could not be written during a turn (kept apart from the API's errors)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: TextIO, err: TextIO) -> None:
     def show(line: str) -> None:
-        out.write(line + "\n")
-        out.flush()
+        try:
+            out.write(line + "\n")
+            out.flush()
+        except OSError as error:  # `vaultmem chat | head`, or a full disk: not the API's doing
+            raise _OutputFailed(error) from error
 
     def result(block: Mapping[str, Any]) -> None:
         marker = "  [error] " if block.get("is_error") else "  [done] "
@@ -260,4 +369,15 @@ def _turn(client: Any, request: dict[str, Any], conversation: list[Any], out: Te
             on_call=lambda params: show(f"  [memory] {describe_call(params)}"),
             on_result=result,
             waiting=lambda what: Spinner(what, stream=err),
+            on_cut_short=lambda stop_reason: show(_cut_short(stop_reason, request["max_tokens"])),
         )
+
+
+def _cut_short(stop_reason: str, max_tokens: int) -> str:
+    """Why Claude's reply ended before Claude had finished, and what to do."""
+    if stop_reason == "max_tokens":
+        return (
+            f"  [cut short] the reply reached the limit of {max_tokens:,} tokens: ask Claude to go on, "
+            "or start the chat with a higher --max-tokens."
+        )
+    return "  [cut short] the conversation fills Claude's context window: start a new chat (the memory stays)."

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -262,10 +263,11 @@ def run(folder: str | None, out: TextIO, model: str = DEFAULT_MODEL) -> None:
             )
         p.line()
         if kept:
-            quoted = str(vault_path)
-            p.line(f"The vault is kept in {quoted}, its key in {key_file_for(vault_path)} (mode 0600). Explore it:")
-            p.line(f"  vaultmem --vault {quoted} --key-file {key_file_for(vault_path)} log")
-            p.line(f"  vaultmem --vault {quoted} --key-file {key_file_for(vault_path)} show main")
+            # Quoted for the shell: the commands are there to be pasted ("my demo" has a space).
+            quoted, key_quoted = shlex.quote(str(vault_path)), shlex.quote(str(key_file_for(vault_path)))
+            p.line(f"The vault is kept in {vault_path}, its key in {key_file_for(vault_path)} (mode 0600). Explore it:")
+            p.line(f"  vaultmem --vault {quoted} --key-file {key_quoted} log")
+            p.line(f"  vaultmem --vault {quoted} --key-file {key_quoted} show main")
             p.line(f"  git -C {quoted} log --stat")
         else:
             p.line("The temporary vault has been removed. To keep one and explore it: vaultmem demo ./demo.vault")
