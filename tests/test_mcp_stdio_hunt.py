@@ -265,10 +265,6 @@ class Talk:
             self.process.wait()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vaultmem/git/commits.py reads a missing ref file as 'no versions yet', also when the whole vault is gone",
-)
 def test_a_vault_moved_away_under_a_running_server_is_an_error_not_an_empty_memory(served: Served) -> None:
     """The vault folder moved (or deleted, or its disk unmounted) while a
     client is connected: the model was told its memory is empty ("does not

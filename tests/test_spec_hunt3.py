@@ -219,3 +219,24 @@ def test_every_character_of_a_line_longer_than_the_cap_can_be_read(tool: VaultMe
     whole = tool.call({"command": "view", "path": "/memories/r.jsonl", "view_range": [2, 2]})
     assert whole == f"Here's the content of /memories/r.jsonl with line numbers:\n     2\t{record}"
     assert tool.call({"command": "view", "path": "/memories/r.jsonl", "view_range": [3, 3]}).endswith("     3\ttail")
+
+
+def test_a_vault_moved_away_while_open_is_an_error_not_an_empty_memory(
+    vault: Vault, vault_path: Path, tool: VaultMemoryTool
+) -> None:
+    """Moved (or deleted, or unmounted) under an open instance, the vault
+    read as an empty memory: `view` said the file does not exist."""
+    tool.call({"command": "create", "path": "/memories/notes.md", "file_text": "Prefers e-mail.\n"})
+    moved = vault_path.with_name("moved.vault")
+    vault_path.rename(moved)
+    try:
+        with pytest.raises(VaultError, match="the vault's folder is gone"):
+            vault.read("/memories/notes.md")
+        with pytest.raises(ToolError, match="the vault's folder is gone"):
+            tool.call({"command": "view", "path": "/memories/notes.md"})
+        with pytest.raises(ToolError, match="the vault's folder is gone"):
+            tool.call({"command": "create", "path": "/memories/other.md", "file_text": "x\n"})
+    finally:
+        moved.rename(vault_path)
+    assert vault.read("/memories/notes.md") == "Prefers e-mail.\n"
+    assert not (moved / "memories").exists()

@@ -103,6 +103,10 @@ ATTEMPTS = 3  # builds of one change when another program keeps moving main
 Clock = Callable[[], float]
 
 _log = logging.getLogger("vaultmem")
+GONE = (
+    "Error: the vault's folder is gone (moved, deleted, or its disk unmounted) since it was opened, "
+    "so nothing was read or changed. Open it where it is now."
+)
 _SIGNATURE_BAD = set("<>\n\r\0")
 _TIME_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]|$)")
 _SEALED_PATH = re.compile(rf"/memories(?:/n[a-z2-7]{{{TOKEN_LENGTH}}}(?![^/\s,]))+")
@@ -463,7 +467,14 @@ class Engine:
                     "Error: the vault's refs/heads/main does not hold a commit id (a power cut?). The next "
                     "write repairs it from vaultmem's journal if it can; otherwise run `vaultmem verify`."
                 ) from err
+        if raw is None and self._gone():
+            raise VaultError(GONE)
         return pygit2.Oid(raw=raw) if raw is not None else None
+
+    def _gone(self) -> bool:
+        """Whether the vault's folder is gone (moved, deleted or unmounted)
+        since it was opened: then a missing ref is no empty memory."""
+        return not os.path.isdir(os.path.join(self.path, "objects"))
 
     def _handle(self) -> pygit2.Repository:
         repo = pygit2.Repository(str(self.path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -738,6 +749,22 @@ class Engine:
         """
         _check_label("actor", actor)
         _check_label("session", session, optional=True)
+        try:
+            return self._mutate(build, actor=actor, session=session, skip_if_unchanged=skip_if_unchanged, after=after)
+        except StorageError as err:
+            if self._gone():  # not a full disk: the files it wrote to are gone with their folder
+                raise VaultError(GONE) from err
+            raise
+
+    def _mutate(
+        self,
+        build: Callable[[Snapshot], Change],
+        *,
+        actor: str,
+        session: str | None,
+        skip_if_unchanged: bool,
+        after: Callable[[Version], None] | None,
+    ) -> Version | None:
         with self._lock.hold():
             self._commits.recover()
             if not self._erasure_checked:
