@@ -20,7 +20,7 @@ import pytest
 from conftest import git
 
 from vaultmem import Vault, VaultMemoryTool
-from vaultmem.git import commits, fresh
+from vaultmem.git import fresh
 
 pytestmark = pytest.mark.skipif(
     getattr(os, "O_TMPFILE", None) is None or not os.path.isdir("/proc/self/fd"), reason="needs O_TMPFILE and /proc"
@@ -187,26 +187,3 @@ def test_a_finalizer_the_garbage_collector_runs_inside_the_budget_lock_does_not_
     thread.start()
     thread.join(5)
     assert done.is_set(), "the finalizer waited for a lock its own thread held"
-
-
-def test_files_are_made_ahead_only_once_a_write_is_durable(
-    vault: Vault, call: Callable[..., str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The thread making files ahead was woken in the middle of a write, as
-    soon as the write took a file, and its file creations then shared the
-    file system and the GIL with that write's sync.  It is woken once the
-    write is whole."""
-    steps: list[str] = []
-    woken_at: list[str | None] = []
-    monkeypatch.setattr(commits, "on_step", steps.append)
-    real_start = fresh.FreshFiles._start
-
-    def start(self: fresh.FreshFiles) -> None:
-        woken_at.append(steps[-1] if steps else None)
-        real_start(self)
-
-    monkeypatch.setattr(fresh.FreshFiles, "_start", start)
-    for i in range(40):
-        call(command="create", path=f"/memories/f{i}.txt", file_text=f"{i}\n")
-    assert woken_at, "no files were made ahead"
-    assert set(woken_at) == {"unkept"}, woken_at

@@ -277,7 +277,6 @@ class CommitPath:
         with contextlib.suppress(OSError):
             self.lock.clear_intent()  # whole: nothing of it for a later holder to finish or remove
         _step("unkept")
-        self.fresh.refill()
         objects.remember(pack)
         if checkpoint:
             self.checkpoint()

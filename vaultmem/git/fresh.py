@@ -6,8 +6,7 @@ ext4 without a journal the kernel skips every recently deleted inode while
 it looks for a free one, and a create measured 55-650 µs on this project's
 machines against 4-12 µs on a fresh file system.  A write makes three files
 (its pack, its index, its ref lock), so once a process writes a second time,
-a thread of its vault instance creates them between the calls (woken once a
-write that ran the pool low is durable, never during its sync) with
+a thread of its vault instance creates them between the calls with
 ``O_TMPFILE``: new inodes in the vault's file system with no name at all,
 read-only, each kept open for writing.  A write takes one, writes its data,
 and links it under its final name (``linkat`` through ``/proc/self/fd``),
@@ -55,7 +54,6 @@ class FreshFiles:
         self._target = 0
         self._writes = 0
         self._grown_at = 0
-        self._wanted = False  # the pool ran low during a write: refill once it is durable
         self._closed = False
         self._usable = _TMPFILE is not None and os.path.isdir("/proc/self/fd")
         self._probed = False
@@ -78,16 +76,8 @@ class FreshFiles:
             return None
         _release(1)
         if len(self._pool) < self._target // 2:
-            self._wanted = True
-        return fd
-
-    def refill(self) -> None:
-        """After a write is durable: make files again if it ran the pool low.
-        Never during the write: the thread's file creations would share the
-        file system and the GIL with the write's own sync."""
-        if self._wanted:
-            self._wanted = False
             self._start()
+        return fd
 
     def link(self, fd: int, path: str) -> None:
         """Give the file ``fd`` (from :meth:`take`) its first name, ``path``;
@@ -115,7 +105,7 @@ class FreshFiles:
             return
         self._grown_at = self._writes
         self._target = min(MOST, max(FIRST, self._target * 2))
-        self._wanted = True
+        self._start()
 
     def _start(self) -> None:
         with self._wake:
@@ -201,7 +191,6 @@ class FreshFiles:
         self._target = 0
         self._writes = 0
         self._grown_at = 0
-        self._wanted = False
 
 
 def _reserve() -> bool:
