@@ -30,10 +30,14 @@ delays the clients too, which no MCP user's client has to bear.
 **Phases.** For each command, the stdio phase's three paths are called, then
 the HTTP phase's: a server's background work after a write (files made
 ahead, pack merges) runs while that phase's own calls go on, never inside
-the other transport's calls, on a machine of two CPUs.  Within a phase each
-call is made on its paths one right after the other, the first path rotating
-from call to call, so a drift in the machine hits them all alike; its wall
-time is taken around ``tool.call(params)`` or ``await
+the other transport's calls, on a machine of two CPUs.  Within a phase the
+calls go to its paths in runs of ``--block`` calls (10), the first path
+rotating from run to run, so a drift in the machine hits them all alike, and
+what a path's process still does after a write (files made ahead, pack
+merges) falls on that path's own next calls, as it does for a user, rather
+than on the call another path's process makes right after it (``--block 1``
+alternates call by call; on two CPUs each path then pays for the others'
+work after their writes).  A call's wall time is taken around ``tool.call(params)`` or ``await
 session.call_tool(name, arguments)`` (time.perf_counter).  Every call must
 succeed (no ``is_error``) and return the same text on all of a phase's paths,
 or the run stops; at the end, each served vault must hold as many versions
@@ -316,11 +320,13 @@ class Round:
     waited: float | None  # seconds in which some task waited for a CPU
 
 
-async def run_round(phases: Sequence[Sequence[Route]], tag: str, count: int, first: int, files: int) -> Samples:
+async def run_round(
+    phases: Sequence[Sequence[Route]], tag: str, count: int, first: int, files: int, block: int
+) -> Samples:
     """``count`` pings on each MCP path, then, phase by phase, ``count``
-    calls of each command; within a phase each call is made on every path
-    in turn, the first path rotating.  The ``i``-th edit or view goes to
-    file ``first + i`` (modulo ``files``)."""
+    calls of each command; within a phase the calls go to every path in
+    turn in runs of ``block`` calls, the first path rotating from run to run.
+    The ``i``-th edit or view goes to file ``first + i`` (modulo ``files``)."""
     paths = [p for phase in phases for p in phase]
     taken: Samples = {command: {p.name: [] for p in paths} for command in COMMANDS}
     remotes = [p for p in paths if isinstance(p, Remote)]
@@ -331,18 +337,21 @@ async def run_round(phases: Sequence[Sequence[Route]], tag: str, count: int, fir
             taken[PING][remote.name].append(await remote.ping())
     for command in RUN_ORDER:
         for phase in phases:
-            for i in range(count):
-                call = make_call(CALLS.get(command, command), tag, i, first + i, files)
-                turn = i % len(phase)
-                texts: dict[str, str] = {}
+            for start in range(0, count, block):
+                run = range(start, min(start + block, count))
+                calls = [make_call(CALLS.get(command, command), tag, i, first + i, files) for i in run]
+                turn = (start // block) % len(phase)
+                texts: list[dict[str, str]] = [{} for _ in run]
                 for path in (*phase[turn:], *phase[:turn]):
-                    elapsed, text = await path.call(call.params)
-                    if not text.startswith(call.expect):
-                        raise BenchError(f"{path.name}: {call.params} returned {text!r}, expected {call.expect!r}")
-                    taken[command][path.name].append(elapsed)
-                    texts[path.name] = text
-                if len(set(texts.values())) != 1:
-                    raise BenchError(f"{call.params} returned different texts on the paths: {texts}")
+                    for n, call in enumerate(calls):
+                        elapsed, text = await path.call(call.params)
+                        if not text.startswith(call.expect):
+                            raise BenchError(f"{path.name}: {call.params} returned {text!r}, expected {call.expect!r}")
+                        taken[command][path.name].append(elapsed)
+                        texts[n][path.name] = text
+                for call, said in zip(calls, texts, strict=True):
+                    if len(set(said.values())) != 1:
+                        raise BenchError(f"{call.params} returned different texts on the paths: {said}")
     return taken
 
 
@@ -353,10 +362,11 @@ async def all_rounds(
     warmup: int,
     files: int,
     busy: Callable[[], BusyDisk],
+    block: int,
 ) -> tuple[list[Round], list[BusyReport]]:
     """A warm-up round (quiet, unrecorded), then ``rounds`` quiet and
     ``rounds`` busy rounds, alternating."""
-    await run_round(paths, "warm", warmup, 0, files)
+    await run_round(paths, "warm", warmup, 0, files, block)
     done: list[Round] = []
     writers: list[BusyReport] = []
     first = warmup
@@ -369,7 +379,7 @@ async def all_rounds(
             writer = busy() if scenario == BUSY else None
             with writer if writer is not None else contextlib.nullcontext():
                 clock, stall, wait = time.perf_counter(), io_stall(), io_stall(CPU_PRESSURE)
-                samples = await run_round(paths, f"{scenario[0]}{r}", calls, first, files)
+                samples = await run_round(paths, f"{scenario[0]}{r}", calls, first, files, block)
                 stall_end, wait_end = io_stall(), io_stall(CPU_PRESSURE)
                 seconds = time.perf_counter() - clock
             if writer is not None and writer.report is not None:
@@ -503,6 +513,7 @@ class Results:
     protocol: dict[str, str] = field(default_factory=dict)  # path -> the protocol version it negotiated
     seconds: float = 0.0
     topology: str = PROCESSES
+    block: int = 10
 
 
 # -- the page ----------------------------------------------------------------------------
@@ -565,7 +576,13 @@ def render(results: Results) -> str:
             else "the benchmark's process (direct), the official MCP client to a `vaultmem mcp` subprocess over"
         ),
         f"stdio, and to a `vaultmem mcp --http` subprocess over streamable HTTP on 127.0.0.1 (protocol {protocols}),",
-        "call by call, the first path rotating. Each transport has a phase of its own, with a direct call and a",
+        (
+            "call by call, the first path rotating."
+            if results.block == 1
+            else f"in runs of {results.block} calls on each path, the first path rotating from run to run (a path's"
+            " work after its writes falls on its own next calls, not on another path's)."
+        ),
+        "Each transport has a phase of its own, with a direct call and a",
         "control call on vaults of its own: the other server's work after its writes stays out of its calls",
         f"(HTTP adds is measured against the HTTP phase's direct p50). {results.rounds} round(s) x",
         f"{results.calls} calls per command, phase and disk after {results.warmup} warm-up calls, quiet and busy",
@@ -688,6 +705,7 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
         cpu_pressure(),
         ", ".join(f"{load:.2f}" for load in os.getloadavg()),
         topology=args.topology,
+        block=args.block,
     )
     clock = time.perf_counter()
     key = generate_key()
@@ -724,6 +742,7 @@ async def measure(args: argparse.Namespace, work: Path) -> Results:
                 args.warmup,
                 args.files,
                 lambda: BusyDisk(work, rate, chunk, cap, BUSY_SECONDS),
+                args.block,
             )
         if isinstance(direct, Worker):
             expected = direct.versions()
@@ -754,6 +773,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--files", type=positive, help="files in each vault (default 1,000; quick 50)")
     parser.add_argument("--warmup", type=positive, help="calls of each command before the rounds (default 20)")
     parser.add_argument("--work", help="where to build the vaults (default: a temporary folder)")
+    parser.add_argument("--block", type=positive, help="calls in a row on each path (default 10; 1: call by call)")
     parser.add_argument(
         "--topology",
         choices=(PROCESSES, ONE_PROCESS),
@@ -762,6 +782,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         "one, as users run them; one: the direct and control tools in this process, beside the MCP clients",
     )
     args = parser.parse_args(argv)
+    if args.block is None:
+        args.block = 10
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)
