@@ -368,6 +368,8 @@ def _example(args: argparse.Namespace) -> int:
 
     if args.folder:
         raise UsageError("give either FOLDER (the demo) or --example DIR, not both.")
+    if not args.example:
+        raise UsageError("--example needs a folder DIR (the example goes in DIR/support.vault); it was empty.")
     vault_path, key_path = example.build_in(args.example, generate_key())
     print(f"Built the example vault of docs/audit.md in {vault_path}, its key in {key_path} (mode 0600).")
     print("Use it from that folder with:")
@@ -449,7 +451,7 @@ def _run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(argcomplete.shell_integration.shellcode(["vaultmem"], shell=args.shell))
         return 0
-    if args.command == "demo" and args.example:
+    if args.command == "demo" and args.example is not None:
         return _example(args)
     if args.command == "demo":
         from vaultmem.cli import demo
@@ -1103,7 +1105,10 @@ def _export(vault: Vault, args: argparse.Namespace) -> int:
         )
         return 0
     files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
-    print(f"Exported {files} of version {short(result.version)} to {result.folder}.")
+    if result.version is None:
+        print(f"Exported {files} to {result.folder}: the vault has no versions yet.")
+    else:
+        print(f"Exported {files} of version {short(result.version)} to {result.folder}.")
     print("These files are PLAINTEXT (mode 0600): delete them when you are done.")
     return 0
 

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from vaultmem.anthropic.agent import DEFAULT_MODEL, converse, describe_call, memory_request, result_text
 from vaultmem.cli.render import log_lines
-from vaultmem.errors import AlreadyExistsError
+from vaultmem.errors import AlreadyExistsError, VaultError
 from vaultmem.testing.replay import Conversation, ReplayServer, Reply, reply, text, tool_use
 
 ACTOR = "support-bot"
@@ -190,6 +190,11 @@ def _demo_folder(folder: str | None) -> Iterator[tuple[Path, bool]]:
 def key_file_for(folder: str | os.PathLike[str]) -> Path:
     """Where a kept demo vault's key is written: beside the vault, never inside it."""
     path = Path(folder).resolve()  # "." or "./" has no name of its own
+    if not path.name:
+        raise VaultError(
+            f"Error: the demo vault needs a folder of its own, not {str(path)!r}: give a new folder such as "
+            "./support.vault."
+        )
     return path.with_name(path.name + ".key")
 
 

@@ -36,7 +36,7 @@ def undo(store: Store, n: int = 1, *, actor: str, session: str | None) -> Versio
     target = seen
     for steps in range(n):  # only n steps back (the parents the commits record), however long the history
         if target is None:
-            raise VaultError(f"Error: cannot undo {n} versions: the vault has {steps}.")
+            raise VaultError(f"Error: cannot undo {n} version{'s' if n != 1 else ''}: the vault has {steps}.")
         parents = read_commit(store.repo, target).parent_ids
         target = parents[0] if parents else None
     commit = store.repo[target].peel(pygit2.Commit) if target is not None else None
