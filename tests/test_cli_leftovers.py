@@ -56,3 +56,12 @@ def test_demo_in_the_root_folder_is_a_clear_error(capsys: pytest.CaptureFixture[
     assert code == 2
     assert err.startswith("vaultmem: the demo vault needs a folder of its own, not '/'"), err
     assert "unexpected" not in err and "verify" not in err
+
+
+def test_key_rotate_refuses_an_empty_actor_and_changes_nothing(tmp_path: Path) -> None:
+    """Without --reencrypt, `key rotate --actor ""` was taken."""
+    vault = Vault.init(tmp_path / "v", key=generate_key())
+    before = [info.id for info in vault.keys()]  # noqa: SIM118 (Vault.keys() is a method)
+    with pytest.raises(VaultError, match="actor"):
+        vault.rotate_key(actor="")
+    assert [info.id for info in vault.keys()] == before  # noqa: SIM118

@@ -1186,14 +1186,14 @@ class Engine:
         """Start a new data key: new writes use it, older keys stay to read the
         history.  With ``reencrypt``, one more commit ("rekey") re-encrypts every
         current file under the new key."""
+        _check_label("actor", actor)
         with self._lock.hold():
             self._commits.recover()
             keys.check_unchanged(self.repo, self.keyring)
             now = int(self.clock())
-            if reencrypt:  # its rekey commit: refused before the keyring changes if it cannot be signed
-                _check_label("actor", actor)
-                if next(iter(self.snapshot().files(MemoryPath(()))), None) is not None:
-                    self._signature(actor, now)
+            # --reencrypt's rekey commit: refused before the keyring changes if it cannot be signed
+            if reencrypt and next(iter(self.snapshot().files(MemoryPath(()))), None) is not None:
+                self._signature(actor, now)
             new = self.keyring.add_data_key(now)
             write_keyring(self._commits, self.keyring, "vaultmem: start a new data key", now)
         if reencrypt:
