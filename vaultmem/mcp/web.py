@@ -26,6 +26,8 @@ import asyncio
 import contextlib
 import errno
 import hmac
+import json
+import logging
 import os
 import re
 import resource
@@ -39,13 +41,14 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from sse_starlette.sse import AppStatus
+from starlette.requests import Request
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from vaultmem.core.crypto import read_secret_file
 from vaultmem.errors import BadKeyError, VaultError
-from vaultmem.mcp.server import ENVELOPE_BYTES, _Server
+from vaultmem.mcp.server import ENVELOPE_BYTES, _message, _Server, _wrong_id
 
 ENV_TOKEN = "VAULTMEM_MCP_TOKEN"
 TOKEN_FILE = "mcp-token"
@@ -112,12 +115,22 @@ def load_or_make_token(path: Path) -> str:
 class BearerToken:
     """ASGI middleware: HTTP requests without ``Authorization: Bearer TOKEN`` get 401."""
 
-    def __init__(self, app: ASGIApp, token: str, max_body: int, on_stop: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        max_body: int,
+        on_stop: Callable[[], None] | None = None,
+        security: TransportSecuritySettings | None = None,
+    ) -> None:
         self.app = app
         self.expected = token.encode("ascii")
         self.max_body = max_body
         self.on_stop = on_stop  # run as the server stops (lifespan shutdown), before the process ends
         self.answering = 0  # requests begun and not yet answered, the GET event streams aside
+        self.in_flight: set[tuple[bytes, str]] = set()  # (session, request id) of the requests being answered
+        # The app's own Host, Origin and Content-Type checks, for the requests answered here.
+        self.security = TransportSecurityMiddleware(security) if security is not None else None
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":  # the session manager starts and stops here
@@ -127,14 +140,13 @@ class BearerToken:
             await self.app(scope, receive, send)
             return
         given = b""
-        for name, value in scope.get("headers", []):
-            if name.lower() == b"authorization":
-                scheme, _, credentials = value.partition(b" ")
-                if scheme.lower() == b"bearer":  # the scheme is case-insensitive (RFC 7235)
-                    given = credentials.strip()
-                break
+        sent = [value for name, value in scope.get("headers", []) if name.lower() == b"authorization"]
+        if len(sent) == 1:  # two are refused: which one counts would be the server's guess
+            scheme, _, credentials = sent[0].partition(b" ")
+            if scheme.lower() == b"bearer":  # the scheme is case-insensitive (RFC 7235)
+                given = credentials.strip()
         if not hmac.compare_digest(given, self.expected):
-            body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+            body = b'{"error": "unauthorized: send one Authorization: Bearer <token>"}'
             await send(
                 {
                     "type": "http.response.start",
@@ -204,7 +216,39 @@ class BearerToken:
             message = next(queued, None)
             return message if message is not None else await receive()
 
-        await self.app(scope, replay, send)
+        if scope.get("method") != "POST" or size > self.max_body:
+            await self.app(scope, replay, send)
+            return
+        body = b"".join(message.get("body", b"") for message in messages)
+        ident, refused = _request_id_of(body)
+        session = next((value for name, value in headers if name.lower() == b"mcp-session-id"), None)
+        if refused is None and ident is not None and (session, str(ident)) in self.in_flight:
+            refused = _id_in_use(ident)
+        if refused is not None:
+            await self._refuse(scope, replay, send, refused)
+            return
+        if ident is None or session is None:
+            await self.app(scope, replay, send)
+            return
+        key = (session, str(ident))  # the SDK's key: 7 and "7" are one request to it
+        self.in_flight.add(key)
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            self.in_flight.discard(key)
+
+    async def _refuse(self, scope: Scope, receive: Any, send: Any, answer: dict[str, Any]) -> None:
+        """Answer ``answer`` (a JSON-RPC error) with 400, once the request
+        passes the Host, Origin and Content-Type checks the app would make."""
+        if self.security is not None:
+            response = await self.security.validate_request(Request(scope, receive), is_post=True)
+            if response is not None:
+                await response(scope, receive, send)
+                return
+        body = json.dumps(answer).encode("utf-8")
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 400, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     def _stopping(self, send: Any) -> Any:
         """``send`` for the lifespan: ``on_stop`` runs before the shutdown is
@@ -249,7 +293,47 @@ def http_app(
         host=host,
     )
     on_stop = server.memory.close if isinstance(server, _Server) else None
-    return BearerToken(app, token, max_request_bytes + ENVELOPE_BYTES, on_stop)
+    return BearerToken(app, token, max_request_bytes + ENVELOPE_BYTES, on_stop, security)
+
+
+def _request_id_of(body: bytes) -> tuple[str | int | None, dict[str, Any] | None]:
+    """The id of the request in ``body`` (None for any other message, or
+    one the SDK refuses itself), and the JSON-RPC error answering a request
+    whose id is neither a string nor an integer (null, 1.5, true, an
+    object), or None.
+
+    The SDK reads a request with such an id as a notification: it would
+    answer ``202 Accepted`` and nothing more, and its client would wait for
+    an answer that never comes.  Over stdio the server answers it the same way."""
+    try:
+        raw = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, None  # not JSON it reads: the SDK answers 400 itself
+    if not isinstance(raw, dict) or "method" not in raw or "id" not in raw:
+        return None, None
+    ident = raw["id"]
+    if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
+        return ident, None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:  # UTF-16 or UTF-32, which json reads and the SDK refuses with 400
+        return None, None
+    message = _message(text)
+    return None, (None if message is None else _wrong_id(text, message))
+
+
+def _id_in_use(ident: str | int) -> dict[str, Any]:
+    """The JSON-RPC error answering a request whose id is that of another
+    request of the session still being answered.
+
+    The SDK keeps one answer channel for each id (and takes 7 and "7" for
+    one id): the earlier request's answer would go to this one, and the
+    earlier client would wait for it forever."""
+    message = (
+        f"Error: a request with the id {json.dumps(ident)} is still being answered in this session; "
+        "nothing was changed. Send each request of a session with an id of its own."
+    )
+    return {"jsonrpc": "2.0", "id": ident, "error": {"code": -32600, "message": message}}
 
 
 def authority(host: str, port: int | None = None) -> str:
@@ -383,6 +467,11 @@ def serve(app: ASGIApp, sock: socket.socket, *, request_timeout: float = REQUEST
         http=guarded_protocol(request_timeout, connection_limit()),
     )
     server = _Stopping(config, app if isinstance(app, BearerToken) else None)
+    # One line for each request uvicorn cannot parse would let any client
+    # that reaches the port fill the server's log: such lines are kept sparse.
+    sparse = _Sparse()
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(sparse)
     # The SDK's event streams would otherwise end the moment a signal comes,
     # the answers to requests in progress with them: the server ends them
     # itself once those are answered (_Stopping).
@@ -393,7 +482,35 @@ def serve(app: ASGIApp, sock: socket.socket, *, request_timeout: float = REQUEST
         asyncio.get_running_loop().set_exception_handler(_LoopTrouble())
         await server.serve(sockets=[sock])
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    finally:
+        uvicorn_log.removeFilter(sparse)
+
+
+class _Sparse(logging.Filter):
+    """A log filter keeping each warning (a request that is not HTTP, an
+    upgrade the server does not take) to one line every ten seconds, the
+    next one saying how many like it were left out.  Errors all pass."""
+
+    SECONDS = 10.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: dict[tuple[int, str], tuple[float, int]] = {}  # when last logged, how many left out since
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        key = (record.levelno, str(record.msg))
+        when, left_out = self.said.get(key, (-self.SECONDS, 0))
+        if record.created - when < self.SECONDS:
+            self.said[key] = (when, left_out + 1)
+            return False
+        self.said[key] = (record.created, 0)
+        if left_out:
+            record.msg = f"{record.msg} ({left_out:,} more like it not logged in the {self.SECONDS:.0f} s before)"
+        return True
 
 
 class _Stopping(uvicorn.Server):
