@@ -59,6 +59,14 @@ def decode_tree(data: bytes) -> dict[bytes, tuple[int, bytes]]:
     return {m.group(2): (int(m.group(1), 8), m.group(3)) for m in _TREE_ENTRY.finditer(data)}
 
 
+# The most bytes an object of a vault may hold: the blob of a 512 MiB file
+# (base64 Fernet, a third larger) with room to spare, and far more than any
+# tree or commit vaultmem writes.  A larger object (a zlib bomb: a few MB on
+# the disk that inflate to gigabytes) was not written by vaultmem, and is
+# refused from its header, before anything is inflated.
+MAX_OBJECT_BYTES = 768 << 20
+
+
 # How deep folders may nest below ``memories/``: a memory path holds at most
 # 1,024 bytes, so at most 507 names ("/memories" and "/x" 507 times).  A
 # deeper tree was not written by vaultmem, and is refused before reading it

@@ -85,10 +85,12 @@ from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
 from vaultmem.repo.history import (
     CommitLike,
+    OversizedObject,
     SealedNames,
     first_parents,
     hiding_files,
     read_commit,
+    read_object,
     readable,
     version_by_prefix,
     walk,
@@ -553,7 +555,9 @@ class Engine:
         data = self._recent.get(oid)
         if data is None:
             try:
-                data = bytes(self.repo.odb.read(pygit2.Oid(raw=oid))[1])
+                data = read_object(self.repo, pygit2.Oid(raw=oid))[1]
+            except OversizedObject as err:  # a zlib bomb: refused before it is inflated
+                raise IntegrityError(f"Error: {err}; run `vaultmem verify`.") from err
             except (KeyError, pygit2.GitError) as err:
                 raise IntegrityError(
                     f"Error: object {oid.hex()} is missing from the vault; run `vaultmem verify`."

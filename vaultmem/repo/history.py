@@ -34,6 +34,7 @@ from vaultmem.core.versions import (
     parse_trailers,
 )
 from vaultmem.errors import IntegrityError, NotFoundError, VaultError
+from vaultmem.git import objects
 
 
 class CommitLike(Protocol):
@@ -112,6 +113,11 @@ class RawCommit:
         stop = self._data.find(b"\n", at + 1, self._end)
         return self._data[at + len(name) + 2 : stop if stop >= 0 else self._end]
 
+    @property
+    def committer_line(self) -> bytes:
+        """The committer header as stored (``Name <email> time zone``)."""
+        return self._header(b"committer") or b""
+
     @cached_property
     def author(self) -> Signed:
         return _signed(self._header(b"author") or b"")
@@ -143,13 +149,41 @@ def _one_line(err: BaseException) -> str:
 _KIND_NAMES = {2: "tree", 3: "blob", 4: "tag"}
 
 
+class OversizedObject(ValueError):
+    """An object whose header declares more bytes than vaultmem ever writes
+    (:data:`~vaultmem.git.objects.MAX_OBJECT_BYTES`): refused unread."""
+
+    def __init__(self, oid: pygit2.Oid, size: int) -> None:
+        self.size = size
+        super().__init__(
+            f"object {oid} declares {size:,} bytes, more than vaultmem ever writes "
+            f"({objects.MAX_OBJECT_BYTES:,} at most): it was forged or damaged, and is refused unread"
+        )
+
+
+def read_object(repo: pygit2.Repository, oid: pygit2.Oid) -> tuple[int, bytes]:
+    """An object's kind and bytes, like ``repo.odb.read``, but an object whose
+    header declares more than vaultmem ever writes is refused before it is
+    inflated (:class:`OversizedObject`, a ValueError): a zlib bomb of a few
+    MB must not make a read allocate gigabytes."""
+    _, size = repo.odb.read_header(oid)
+    if size > objects.MAX_OBJECT_BYTES:
+        raise OversizedObject(oid, size)
+    kind, data = repo.odb.read(oid)
+    return int(kind), bytes(data)
+
+
 def read_commit(repo: pygit2.Repository, oid: pygit2.Oid) -> RawCommit:
     """The commit ``oid`` as stored; :class:`UnreadableVersion` if it is missing,
-    damaged (git's own checks: zlib, the object's id) or not a commit."""
+    damaged (git's own checks: zlib, the object's id), too large or not a commit."""
     try:
-        kind, data = repo.odb.read(oid)
+        kind, data = read_object(repo, oid)
     except KeyError as err:
         raise UnreadableVersion(oid, f"is missing ({_one_line(err)})") from err
+    except OversizedObject as err:
+        raise UnreadableVersion(
+            oid, f"is refused unread: it declares {err.size:,} bytes, more than vaultmem ever writes"
+        ) from err
     except (ValueError, pygit2.GitError) as err:
         raise UnreadableVersion(oid, f"is damaged ({_one_line(err).removeprefix(f'{oid}: ')})") from err
     if kind != pygit2.enums.ObjectType.COMMIT:
@@ -230,8 +264,8 @@ def commits(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitLike]:
             commit = next(walker)
         except StopIteration:
             break
-        except (KeyError, ValueError, pygit2.GitError):
-            break  # read on from the objects below, which names the damaged one
+        except (KeyError, ValueError, pygit2.GitError, MemoryError):
+            break  # read on from the objects below, which names the damaged one (or a zlib bomb)
         last = commit
         yield readable(repo, commit)
     rest = [head] if last is None else list(read_commit(repo, last.id).parent_ids)
@@ -352,7 +386,7 @@ def first_parents(repo: pygit2.Repository, head: pygit2.Oid) -> Iterator[CommitL
     parents than the commits record."""
     oid: pygit2.Oid | None = head
     if not hiding_files(repo):
-        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):  # damage: read on raw, which names it
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError, MemoryError):  # damage: read on raw
             walker = repo.walk(head, pygit2.enums.SortMode.NONE)
             walker.simplify_first_parent()
             for commit in walker:
@@ -403,6 +437,9 @@ def version_by_prefix(repo: pygit2.Repository, head: pygit2.Oid, text: str) -> p
 
 def _tree(repo: pygit2.Repository, oid: pygit2.Oid, version: pygit2.Oid) -> pygit2.Tree:
     try:
+        size = repo.odb.read_header(oid)[1]
+        if size > objects.MAX_OBJECT_BYTES:
+            raise OversizedObject(oid, size)
         tree = repo[oid]
     except KeyError as err:
         raise IntegrityError(f"Error: tree {oid} of version {version} is missing; run `vaultmem verify`.") from err

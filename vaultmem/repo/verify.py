@@ -14,7 +14,13 @@ Walks every commit of ``main`` and every object it reaches, and checks:
   ``shallow`` or ``info/grafts`` file, or a replace ref;
 - that no copy of a keyring an erasure or a migration replaced is still on
   the disk, as far as vaultmem's records of them tell (one cut short, or
-  brought back by a fetch).
+  brought back by a fetch);
+- that every commit of the keyring branch was made by vaultmem and holds no
+  older keyring than its parent's (an old copy put back on top);
+- each commit's dates, each pack index (its checksum, the pack it names),
+  and an ``objects/info/alternates`` file;
+- that no object declares more bytes than vaultmem ever writes: a zlib bomb
+  is refused from its header, before anything is inflated.
 
 The history walked is the one the commit objects record, read from their
 bytes: git's shallow and grafts files are not honoured.  Nothing raises: a
@@ -28,7 +34,9 @@ Read-only: it writes nothing, not even caches on disk.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +50,10 @@ from vaultmem.core.names import MARKER, MARKER_CONTENT, is_token
 from vaultmem.core.paths import MemoryPath, parse_stored
 from vaultmem.core.versions import COMMANDS, parse_trailers, split_seal
 from vaultmem.errors import VaultError
+from vaultmem.git import commits as commit_path
 from vaultmem.git import midx, objects, prune
 from vaultmem.repo import keys
-from vaultmem.repo.history import UnreadableVersion, hiding_files, read_commit
+from vaultmem.repo.history import OversizedObject, UnreadableVersion, hiding_files, read_commit, read_object
 
 Progress = Callable[[int, int], None]
 Kind = Literal[
@@ -135,11 +144,12 @@ class Verifier:
 
     def read(self, oid: bytes, path: str | None) -> tuple[int, bytes] | None:
         try:
-            kind, data = self.repo.odb.read(pygit2.Oid(raw=oid))
-        except (KeyError, ValueError, pygit2.GitError) as err:
+            return read_object(self.repo, pygit2.Oid(raw=oid))
+        except OversizedObject as err:
+            self.find("object", path, str(err))
+        except (KeyError, ValueError, pygit2.GitError, MemoryError) as err:
             self.find("object", path, f"object {oid.hex()} is missing or does not match its id ({err})")
-            return None
-        return int(kind), bytes(data)
+        return None
 
     def commit(self, oid: pygit2.Oid) -> None:
         self._commit = str(oid)
@@ -162,6 +172,7 @@ class Verifier:
                 self.find(problem[0], None, problem[1])  # type: ignore[arg-type]
         head, _, message = raw.partition(b"\n\n")
         self._check_message(head, message)
+        self._check_dates(head)
         for line in message.split(b"\n"):
             if line.startswith(b"Vaultmem-Erased: "):
                 with contextlib.suppress(ValueError, IndexError):
@@ -192,6 +203,30 @@ class Verifier:
             self.missing_keys.add(key_id)
         if problem is not None:
             self.find("seal", None, problem)
+
+    def _check_dates(self, head: bytes) -> None:
+        """One author and one committer line, each with a date that can be:
+        whole seconds since 1970 up to the end of year 9999, and a time zone
+        of ``+HHMM`` (git and libgit2 show anything else as some other date)."""
+        lines = head.split(b"\n")
+        for name in (b"author", b"committer"):
+            found = [line for line in lines if line.startswith(name + b" ")]
+            if len(found) != 1:
+                self.find("message", None, f"the commit has {len(found)} {name.decode()} lines, not one")
+                continue
+            fields = found[0][found[0].rfind(b">") + 1 :].split()
+            seconds = fields[0] if len(fields) == 2 else b""
+            if (
+                not (0 < len(seconds) <= len(str(_LATEST)) and seconds.isdigit() and int(seconds) <= _LATEST)
+                or _ZONE.fullmatch(fields[1]) is None
+            ):
+                shown = b" ".join(fields).decode("ascii", "replace")[:48]
+                self.find(
+                    "message",
+                    None,
+                    f"the {name.decode()} date {shown!r} is no possible date (git shows it as another one): "
+                    "vaultmem never writes it",
+                )
 
     def _check_message(self, head: bytes, message: bytes) -> None:
         try:
@@ -344,6 +379,8 @@ class Verifier:
 
 
 _DECODED_LIMIT = 4096
+_LATEST = 253_402_300_799  # 9999-12-31T23:59:59Z, the last second a date can name
+_ZONE = re.compile(rb"[+-][0-9]{4}")
 
 
 def verify(
@@ -385,15 +422,143 @@ def verify(
     _hiding_files(repo, head, real, checker)
     _replace_refs(repo, real, checker)
     _multi_pack_index(repo, checker)
+    _pack_indexes(repo, checker)
+    _alternates(repo, checker)
     _erasures(repo, checker, real)
     _replaced_keyrings(repo, checker)
+    _keyring_history(repo, checker)
     _shadows(repo, checker)
-    for key_id in sorted(checker.missing_keys - set(keyring.keys)):
+    missing = sorted(checker.missing_keys - set(keyring.keys))
+    held = _ever_held(repo) if missing else set()
+    for key_id in missing:
         checker._commit = ""
-        checker.find(
-            "keyring", None, f"the history uses data key {key_id}, which the keyring lacks (removed or rolled back)"
-        )
+        if key_id in held:
+            checker.find(
+                "keyring",
+                None,
+                f"the history uses data key {key_id}, which the keyring lacks: an earlier keyring of this vault "
+                "held it (removed or rolled back)",
+            )
+        else:
+            checker.find(
+                "keyring",
+                None,
+                f"the history names data key {key_id!r}, which no keyring of this vault holds or held: the "
+                "versions naming it were made without the vault's key (forged), unless the keyring was rolled "
+                "back to before the key was made",
+            )
     return report
+
+
+def _keyring_doc(repo: pygit2.Repository, commit: Any) -> dict[str, Any] | None:
+    """The keyring document a keyring commit holds (None: none readable)."""
+    try:
+        kind, tree = read_object(repo, commit.tree_id)
+        entry = objects.decode_tree(tree).get(keys.KEYRING_FILE.encode()) if kind == objects.TREE else None
+        doc = json.loads(read_object(repo, pygit2.Oid(raw=entry[1]))[1]) if entry is not None else None
+    except (KeyError, ValueError, pygit2.GitError, MemoryError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _key_entries(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for listed in (doc.get("data_keys"), doc.get("epochs")):
+        for key in listed if isinstance(listed, list) else ():
+            if isinstance(key, dict) and isinstance(key.get("id"), str):
+                out[key["id"]] = key
+    return out
+
+
+def _went_back(doc: dict[str, Any], before: dict[str, Any]) -> str | None:
+    """How a keyring document undoes what the one before it held (None: it
+    does not): vaultmem only adds data keys, destroys them, and adds erasure
+    records, except in a keyring it starts anew (a commit with no parent)."""
+    mine, theirs = _key_entries(doc), _key_entries(before)
+    dropped = sorted(set(theirs) - set(mine))
+    if dropped:
+        return f"it drops data key {dropped[0]}{' and more' if len(dropped) > 1 else ''}"
+    revived = sorted(k for k, e in theirs.items() if "wrapped" not in e and "wrapped" in mine[k])
+    if revived:
+        return f"it brings back destroyed data key {revived[0]}{' and more' if len(revived) > 1 else ''}"
+    old, new = before.get("erased"), doc.get("erased")
+    if isinstance(old, dict) and old and not (isinstance(new, dict) and set(old) <= set(new)):
+        return "it drops records of erasures"
+    if "names" in before and "names" not in doc:
+        return "it drops the name key"
+    return None
+
+
+def _keyring_history(repo: pygit2.Repository, checker: Verifier) -> None:
+    """Each commit of the keyring branch made by vaultmem, and none holding
+    an older keyring than the one before it (an old copy replayed on top
+    would bring back keys an erasure destroyed): the document's MAC cannot
+    tell, since an old copy carries a good one."""
+    ref = repo.references.get(keys.KEYRING_REF)
+    target = ref.target if ref is not None else None
+    if not isinstance(target, pygit2.Oid):
+        return
+    checker._commit = ""
+    seen: set[bytes] = set()
+    stack = [target]
+    while stack and len(seen) < _KEYRING_COMMITS:
+        oid = stack.pop()
+        if oid.raw in seen:
+            continue
+        seen.add(oid.raw)
+        try:
+            commit = read_commit(repo, oid)
+        except UnreadableVersion:
+            continue  # the keyring on disk is checked by its own MAC
+        committer = commit.committer_line
+        if not committer.startswith(commit_path.COMMITTER + b" "):
+            checker.find(
+                "keyring",
+                None,
+                f"the keyring branch's commit {str(oid)[:10]} was not made by vaultmem (its committer is "
+                f"{committer[:60].decode('utf-8', 'replace')!r})",
+            )
+        doc = _keyring_doc(repo, commit) if commit.parent_ids else None
+        for parent in commit.parent_ids:
+            stack.append(parent)
+            try:
+                before = _keyring_doc(repo, read_commit(repo, parent))
+            except UnreadableVersion:
+                continue
+            problem = _went_back(doc, before) if doc is not None and before is not None else None
+            if problem is not None:
+                checker.find(
+                    "keyring",
+                    None,
+                    f"the keyring branch's commit {str(oid)[:10]} holds an older keyring than its parent "
+                    f"{str(parent)[:10]}: {problem} (a copy of an old keyring put back); restore the keyring "
+                    "branch from a clone",
+                )
+                break
+
+
+_KEYRING_COMMITS = 100_000  # keyring commits checked at most (a keyring starts anew at each erasure)
+
+
+def _ever_held(repo: pygit2.Repository) -> set[str]:
+    """The ids of the data keys any keyring of the keyring histories lists
+    (read from the documents' plain fields: no key needed)."""
+    held: set[str] = set()
+    seen: set[bytes] = set()
+    stack = keys.keyring_tips(repo)
+    while stack and len(seen) < _KEYRING_COMMITS:
+        oid = stack.pop()
+        if oid.raw in seen:
+            continue
+        seen.add(oid.raw)
+        try:
+            commit = read_commit(repo, oid)
+        except UnreadableVersion:
+            continue
+        stack.extend(commit.parent_ids)
+        doc = _keyring_doc(repo, commit)
+        held |= set(_key_entries(doc)) if doc is not None else set()
+    return held
 
 
 SHADOWS_REF = "refs/heads/vaultmem-shadows"
@@ -669,3 +834,64 @@ def _multi_pack_index(repo: pygit2.Repository, checker: Verifier) -> None:
             "remove objects/pack/multi-pack-index (and objects/pack/multi-pack-index.d) and run "
             "`git multi-pack-index write` to index the packs that are there",
         )
+
+
+def _pack_indexes(repo: pygit2.Repository, checker: Verifier) -> None:
+    """Each pack index whole (its checksum, its size for its count) and
+    naming its pack's checksum: libgit2 reads through a damaged one, stock
+    git refuses it (``git fsck``: the index file is corrupt)."""
+    folder = Path(repo.path) / "objects" / "pack"
+    try:
+        names = sorted(name for name in os.listdir(folder) if name.startswith("pack-") and name.endswith(".idx"))
+    except OSError:
+        return
+    checker._commit = ""
+    for name in names:
+        pack = folder / (name[: -len(".idx")] + ".pack")
+        try:
+            idx = (folder / name).read_bytes()
+            with open(pack, "rb") as fh:
+                fh.seek(-20, os.SEEK_END)
+                pack_sum = fh.read(20)
+        except FileNotFoundError:
+            continue  # retired meanwhile, or a pack gone: its objects are reported missing
+        except OSError as err:
+            checker.find("object", None, f"pack {pack.name} or its index cannot be read ({err.strerror})")
+            continue
+        if not objects.valid_index(idx):
+            problem = "is damaged (its checksum or its size does not match its contents)"
+        elif idx[-40:-20] != pack_sum:
+            problem = "names another pack than the one beside it (the pack was changed or cut short)"
+        else:
+            continue
+        checker.find(
+            "object",
+            None,
+            f"the pack index {name} {problem}: stock git refuses it; if `git fsck` finds the pack whole, "
+            f"remove the index and run `git index-pack objects/pack/{pack.name}` in the vault to rebuild it",
+        )
+
+
+def _alternates(repo: pygit2.Repository, checker: Verifier) -> None:
+    """``objects/info/alternates`` makes git and vaultmem read objects from
+    other folders (``git clone --shared`` or ``--reference`` writes it;
+    vaultmem never does): the vault folder alone, or a copy of it, may then
+    lack objects of its history, and whoever can write there adds objects."""
+    path = Path(repo.path) / "objects" / "info" / "alternates"
+    try:
+        text = path.read_bytes()[:4096].decode("utf-8", "replace")
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        text = f"<unreadable: {err.strerror}>"
+    named = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    if not named:
+        return
+    checker._commit = ""
+    checker.find(
+        "object",
+        None,
+        f"the vault reads objects from {_plural(len(named), 'other folder')} (objects/info/alternates names "
+        f"{named[0]!r}{' and more' if len(named) > 1 else ''}): a copy of the vault folder alone may lack "
+        "versions of its history; run `git repack -a -d` in the vault, then remove objects/info/alternates",
+    )
