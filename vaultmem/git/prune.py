@@ -275,12 +275,16 @@ def _rewrite(stem: Path, rest: list[bytes], repo: pygit2.Repository) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
+    commits.step("prune-copied")
     for tmp, suffix in written:
         os.rename(tmp, target.with_suffix(suffix))
     durable.sync_dir(stem.parent)
 
 
-_OWN_TEMP = "tmp_vaultmem_prune_"  # then the writing process's id
+_OWN_TEMP = "tmp-vaultmem-prune-"  # then the writing process's id
+# Not git's "tmp_": `git prune` (and `git gc --prune=now`) removes every
+# "tmp_*" file in objects/pack older than its expiry, a copy being written included.
+_OLD_TEMP = "tmp_vaultmem_prune_"  # the name earlier releases gave them: removed the same way
 
 
 def _drop_own_leftovers(pack_dir: Path, now: float) -> None:
@@ -289,10 +293,11 @@ def _drop_own_leftovers(pack_dir: Path, now: float) -> None:
     but the space they take is what the next rewrite needs."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for name in os.listdir(pack_dir):
-            if not name.startswith(_OWN_TEMP):
+            prefix = next((p for p in (_OWN_TEMP, _OLD_TEMP) if name.startswith(p)), None)
+            if prefix is None:
                 continue
             path = pack_dir / name
-            pid = name[len(_OWN_TEMP) :].split(".")[0]
+            pid = name[len(prefix) :].split(".")[0]
             with contextlib.suppress(OSError):
                 if now - path.lstat().st_mtime > STALE or (pid.isdigit() and not _alive(int(pid))):
                     os.unlink(path)
@@ -337,3 +342,77 @@ def running_gc(gitdir: Path) -> str | None:
     if host == socket.gethostname() and not _alive(pid):
         return None
     return f"git gc, process {pid} on {host}"
+
+
+_PACKING = {b"repack", b"pack-objects", b"gc"}
+"""git commands that read the objects, then write them into a new pack."""
+
+
+def running_packer(gitdir: Path) -> str | None:
+    """A git command packing the objects of the repository at ``gitdir``
+    now (``git gc``, ``git repack``, ``git pack-objects``), described, or
+    None.  ``git gc`` says so in its ``gc.pid``; ``git repack`` writes no
+    such file, so the processes of this machine are looked at (Linux's
+    ``/proc``: git running in ``gitdir``, or with ``GIT_DIR`` naming it)."""
+    gc = running_gc(gitdir)
+    if gc is not None:
+        return gc
+    try:
+        here = os.stat(gitdir)
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    me = str(os.getpid())
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+            command = _git_command(argv)
+            if command not in _PACKING:
+                continue
+            if _in(here, f"/proc/{pid}/cwd") or _in(here, _git_dir_of(pid)):
+                return f"git {command.decode()}, process {pid}"
+        except (OSError, ValueError):
+            continue  # ended meanwhile, or another user's
+    return None
+
+
+_VALUED = {b"-C", b"-c", b"--git-dir", b"--work-tree", b"--namespace", b"--config-env", b"--super-prefix"}
+
+
+def _git_command(argv: list[bytes]) -> bytes | None:
+    """The git command a process runs (``repack`` of ``git -C x repack -a``,
+    or of ``git-repack``), or None if it is not git."""
+    program = os.path.basename(argv[0])
+    if program.startswith(b"git-"):
+        return program[len(b"git-") :]
+    if program != b"git":
+        return None
+    args = iter(argv[1:])
+    for arg in args:
+        if arg in _VALUED:
+            next(args, None)
+        elif not arg.startswith(b"-"):
+            return arg
+    return None
+
+
+def _in(here: os.stat_result, path: str | None) -> bool:
+    if path is None:
+        return False
+    try:
+        there = os.stat(path)
+    except OSError:
+        return False
+    return (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino)
+
+
+def _git_dir_of(pid: str) -> str | None:
+    """The ``GIT_DIR`` process ``pid`` runs with (relative to its working folder), or None."""
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        for item in fh.read().split(b"\0"):
+            if item.startswith(b"GIT_DIR="):
+                return os.path.join(f"/proc/{pid}/cwd", os.fsdecode(item[len(b"GIT_DIR=") :]))
+    return None

@@ -271,21 +271,23 @@ class Shredding(Engine):
                 with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
                     repo.references.delete(name)
         self._commits.mark_pruning()
+        packing = prune.running_packer(self.path)
         left = prune.drop(self.path, doomed, repo)
-        gc = prune.running_gc(self.path)
+        gc = prune.running_packer(self.path) or packing
         if gc is not None:
-            # A git gc that read the refs before the keyring moved writes its
-            # packs (the old keyring in them) after this removal: wait for it
-            # to end, then remove again from whatever it wrote.
+            # A git gc or git repack that read the refs before the keyring
+            # moved writes its pack (the old keyring in it) after this
+            # removal: wait for it to end, then remove again from whatever it wrote.
             deadline = time.monotonic() + GC_WAIT
             while gc is not None and time.monotonic() < deadline:
                 time.sleep(0.05)
-                gc = prune.running_gc(self.path)
+                gc = prune.running_packer(self.path)
             self._free_handle()  # a fresh handle: libgit2 lists the packs again
             repo = self.repo
             left = prune.drop(self.path, doomed, repo)
             if gc is not None:
-                left.append(f"{self.path / 'gc.pid'} ({gc}, still running after {GC_WAIT} seconds)")
+                where = self.path / ("gc.pid" if gc.startswith("git gc,") else "objects")
+                left.append(f"{where} ({gc}, still running after {GC_WAIT} seconds)")
         self._commits.mark_pruning()
         keys.set_due(self.path, doomed if left else set(), gone)
         self._commits.scrub()
