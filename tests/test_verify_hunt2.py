@@ -33,7 +33,7 @@ from test_hostile_vault_hunt import (
     write_object,
 )
 
-from vaultmem import IntegrityError, Vault, VaultMemoryTool, generate_key
+from vaultmem import IntegrityError, Vault, VaultError, VaultMemoryTool, generate_key
 from vaultmem.git import objects
 from vaultmem.repo.history import UnreadableVersion
 
@@ -303,3 +303,28 @@ def test_an_old_keyring_put_back_after_an_erasure_is_named(seeded: tuple[Path, s
     named = [p for p in problems if oid[:10] in p]
     assert len(named) == 1 and "older keyring than its parent" in named[0], problems
     assert "drops records of erasures" in named[0]
+
+
+def test_no_file_over_512_mib_is_stored_whatever_max_file_bytes_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read refuses an object over 768 MiB; a write of a file whose blob
+    would pass it was taken when max_file_bytes allowed it, and could then
+    never be read back.  Such a write is refused, and nothing changes (the
+    ceiling is lowered here to keep the test small)."""
+    from vaultmem import Change
+    from vaultmem.core.paths import parse
+    from vaultmem.core.policy import HARD_MAX_FILE_BYTES
+    from vaultmem.git.objects import MAX_OBJECT_BYTES
+    from vaultmem.repo import engine
+
+    assert HARD_MAX_FILE_BYTES == 512 << 20
+    assert HARD_MAX_FILE_BYTES * 4 // 3 + 4096 < MAX_OBJECT_BYTES  # its base64 blob is still readable
+    monkeypatch.setattr(engine, "HARD_MAX_FILE_BYTES", 1000)
+    vault = Vault.init(tmp_path / "big.vault", key=generate_key())
+    target = parse("/memories/big.bin")
+    with pytest.raises(VaultError, match="at most 1,000 bytes"):
+        vault.mutate(lambda snap: Change("create", (target,)).write(target, b"x" * 1001), actor="importer")
+    assert vault.head() is None
+    vault.mutate(lambda snap: Change("create", (target,)).write(target, b"x" * 1000), actor="importer")
+    assert vault.read("/memories/big.bin") == "x" * 1000

@@ -18,6 +18,10 @@ from vaultmem.errors import VaultError
 
 SECRET_MODES = ("off", "redact", "refuse")
 DEFAULT_MAX_FILE_BYTES = 102_400
+# The largest file any vault stores, whatever max_file_bytes says: its blob
+# (base64 Fernet, a third larger) stays under the largest object a read
+# accepts (vaultmem.git.objects.MAX_OBJECT_BYTES, 768 MiB).
+HARD_MAX_FILE_BYTES = 512 << 20
 
 DURATIONS = ("expire_after", "sync_every", "content_retention")  # fields written as 30d, 12h, 60s
 _REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

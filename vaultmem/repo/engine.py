@@ -41,7 +41,7 @@ from vaultmem.core.crypto import (
 )
 from vaultmem.core.names import TOKEN_LENGTH
 from vaultmem.core.paths import MemoryPath
-from vaultmem.core.policy import Policy
+from vaultmem.core.policy import HARD_MAX_FILE_BYTES, Policy
 from vaultmem.core.signers import Signers
 from vaultmem.core.signing import SigningKey
 from vaultmem.core.values import is_int
@@ -877,6 +877,11 @@ class Engine:
                 editor.write_blob(target, self.keyring.seal(target.text, plain, now))
             editor.delete(old)
         for path, content in change.writes:
+            if len(content) > HARD_MAX_FILE_BYTES:  # whatever max_file_bytes says: no read would accept its blob
+                raise VaultError(
+                    f"Error: {path} would be {len(content):,} bytes; a vault stores files of at most "
+                    f"{HARD_MAX_FILE_BYTES:,} bytes ({HARD_MAX_FILE_BYTES / 2**20:g} MiB), so nothing was changed."
+                )
             editor.write_blob(path, self.keyring.seal(path.text, content, now))
 
     # -- reading and auditing ----------------------------------------------
