@@ -23,6 +23,7 @@ from vaultmem.core.crypto import Keyring
 from vaultmem.errors import ConflictError, NotAVaultError
 from vaultmem.git import durable, objects
 from vaultmem.git.commits import COMMITTER, CommitPath, Damaged, Draft, read_ref
+from vaultmem.repo.small import TooLarge, file_of
 
 KEYRING_REF = "refs/heads/vaultmem-keyring"
 SHADOWS_REF = "refs/heads/vaultmem-shadows"  # a migrated vault's format 1 versions, re-encrypted
@@ -50,9 +51,10 @@ def list_keys(keyring: Keyring) -> list[KeyInfo]:
 
 def keyring_blob(repo: pygit2.Repository, target: Any) -> bytes:
     try:
-        commit = repo[target]
-        blob = commit.peel(pygit2.Commit).tree[KEYRING_FILE]
-        return bytes(blob.read_raw())
+        oid = target if isinstance(target, pygit2.Oid) else pygit2.Oid(hex=str(target))
+        return file_of(repo, oid, KEYRING_FILE)[1]
+    except TooLarge as err:
+        raise NotAVaultError(f"Error: the vault's keyring ref is damaged ({err}); restore it from a clone.") from err
     except (KeyError, ValueError, pygit2.GitError) as err:
         raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
 

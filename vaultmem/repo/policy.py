@@ -44,6 +44,8 @@ from vaultmem.core.versions import moment, parse_trailers, split_seal
 from vaultmem.errors import IntegrityError
 from vaultmem.git import objects
 from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, Sign, ident, read_ref
+from vaultmem.repo import small
+from vaultmem.repo.small import file_of
 
 POLICY_REF = "refs/heads/vaultmem-policy"
 POLICY_FILE = "policy.json"
@@ -86,7 +88,7 @@ def _target(repo: pygit2.Repository) -> pygit2.Oid | None:
 def _load(repo: pygit2.Repository, keyring: Keyring, commit_id: pygit2.Oid) -> tuple[Policy, bytes | None]:
     """The policy of one policy commit and its parent id; refuses a commit whose seal fails."""
     try:
-        raw = bytes(repo.odb.read(commit_id)[1])
+        raw = small.read(repo, commit_id)
         body, seal = split_seal(raw)
         problem = "it carries no seal" if seal is None else keyring.check_commit_seal(seal, body)
         if problem is not None:
@@ -94,9 +96,11 @@ def _load(repo: pygit2.Repository, keyring: Keyring, commit_id: pygit2.Oid) -> t
                 f"Error: the vault's policy (commit {commit_id}) failed its seal: {problem}. Writes are refused "
                 "until an operator sets the policy again with the key; run `vaultmem verify`."
             )
-        commit = repo[commit_id].peel(pygit2.Commit)
-        data = json.loads(bytes(commit.tree[POLICY_FILE].read_raw()))
+        commit, raw_policy = file_of(repo, commit_id, POLICY_FILE)
+        data = json.loads(raw_policy)
         parent = commit.parent_ids[0].raw if commit.parent_ids else None
+    except small.TooLarge as err:
+        raise IntegrityError(f"Error: the vault's policy (commit {commit_id}) is damaged ({err}). {_REFUSED}") from err
     except (KeyError, ValueError, pygit2.GitError) as err:
         raise IntegrityError(f"Error: the vault's policy (commit {commit_id}) is damaged. {_REFUSED}") from err
     return Policy.from_dict(data), parent

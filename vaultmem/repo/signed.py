@@ -35,7 +35,9 @@ from vaultmem.core.versions import parse_trailers, split_seal
 from vaultmem.errors import IntegrityError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, Sign, ident, read_ref
+from vaultmem.repo import small
 from vaultmem.repo.history import descends
+from vaultmem.repo.small import file_of
 
 SIGNERS_REF = "refs/heads/vaultmem-signers"
 CHECKPOINTS_REF = "refs/heads/vaultmem-checkpoints"
@@ -186,7 +188,7 @@ def _target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
 
 def _sealed_raw(repo: pygit2.Repository, keyring: Keyring, oid: pygit2.Oid, what: str) -> bytes:
     try:
-        raw = bytes(repo.odb.read(oid)[1])
+        raw = small.read(repo, oid)
     except (KeyError, ValueError, pygit2.GitError) as err:
         raise IntegrityError(f"Error: the vault's {what} (commit {oid}) is missing or damaged.") from err
     body, seal = split_seal(raw)
@@ -198,8 +200,7 @@ def _sealed_raw(repo: pygit2.Repository, keyring: Keyring, oid: pygit2.Oid, what
 
 def _blob_at(repo: pygit2.Repository, oid: pygit2.Oid, name: str) -> bytes:
     try:
-        commit = repo[oid].peel(pygit2.Commit)
-        return bytes(commit.tree[name].read_raw())
+        return file_of(repo, oid, name)[1]
     except (KeyError, ValueError, pygit2.GitError) as err:
         raise IntegrityError(f"Error: commit {oid} lacks its {name}.") from err
 
