@@ -97,13 +97,15 @@ def _with_suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     """argparse's complaint, said as git says it, with the closest command or
     option when one is close (``Did you mean `log`?``)."""
     see = f"(see `{parser.prog} --help`)"
-    choice = re.match(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$", message, re.S)
+    choice = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message, re.S)
     if choice is not None:
-        given, names = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        option, given, names = choice.group(1), choice.group(2), re.findall(r"'([^']*)'", choice.group(3))
         close = difflib.get_close_matches(given, names, n=1, cutoff=0.6)
         hint = f" It takes {', '.join(names)}." if len(names) <= 6 else ""
         if close:
             hint = f" Did you mean `{close[0]}`?"
+        if option.startswith("-"):  # an option's value (pull --policy-from), not a command
+            return f"'{given}' is not a value {option.split('/')[-1]} takes.{hint} {see}"
         return f"'{given}' is not a {parser.prog} command.{hint} {see}"
     unknown = re.match(r"unrecognized arguments: (.*)$", message, re.S)
     if unknown is not None:

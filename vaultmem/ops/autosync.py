@@ -5,7 +5,8 @@ At session start (when the tool is made) it pulls, in the background thread:
 the tool waits for that pull at most ``FIRST_PULL_WAIT`` seconds, then works
 while it finishes; what this vault holds that the server lacked (versions
 an earlier session could not push) is pushed right after.  When another clone has pushed first, the push pulls
-(merging both sides' versions, as the tool's actor) and pushes again.  After each acknowledged
+(merging both sides' versions, as the tool's actor) and pushes again, a
+bounded number of times, without waiting for the next mutation.  After each acknowledged
 mutation it pushes, in a background thread, within ``GAP`` (1 s; the
 mutations of that second go in one push), and with ``every`` it also pulls
 and pushes every that many seconds.  A server that cannot be reached, or a
@@ -40,6 +41,12 @@ FIRST_PULL_WAIT = 5.0
 # Pushes tried after another clone's push landed first (each after pulling it).
 PUSH_TRIES = 3
 
+# Rounds of PUSH_TRIES tried again, GAP apart, when every push of a round lost
+# its race to another clone's: the acknowledged versions reach the server
+# without waiting for the next mutation (an agent that has stopped writing, a
+# tool being closed), and the retries still end.
+RACE_ROUNDS = 3
+
 
 class AutoSync:
     """Keeps ``vault`` in step with ``remote`` (see the module docstring)."""
@@ -54,6 +61,8 @@ class AutoSync:
         self.every = every
         self.actor = actor  # the author of the merges this tool makes
         self.failures = 0  # syncs that logged a warning, for the tool's owner
+        self._raced = False  # the last push lost every race of its round
+        self._rounds = 0  # rounds retried after lost races, in a row
         self._wake = threading.Condition()
         self._dirty = False
         self._closed = False
@@ -77,6 +86,7 @@ class AutoSync:
     def poke(self) -> None:
         """A mutation was acknowledged: push it soon, in the background."""
         with self._wake:
+            self._rounds = 0  # a new mutation: its push gets its own rounds after lost races
             if not self._dirty:  # already due: waking the thread again would only cost the call a switch
                 self._dirty = True
                 self._wake.notify()
@@ -151,10 +161,17 @@ class AutoSync:
                     self._thread = None
                     return
                 periodic, self._dirty, self._busy = not self._dirty, False, True
+            done = False
             try:
-                self._attempt(pull=periodic, push=True)
+                done = self._attempt(pull=periodic, push=True)
             finally:
                 with self._wake:
+                    if done or not self._raced:
+                        self._rounds = 0
+                    elif self._rounds < RACE_ROUNDS:
+                        # other clones kept pushing first: this one tries again (flush() waits for it)
+                        self._rounds += 1
+                        self._dirty = True
                     self._busy = False
                     self._wake.notify_all()
             if self.every is None:
@@ -165,6 +182,7 @@ class AutoSync:
 
     def _attempt(self, *, pull: bool, push: bool) -> bool:
         """One sync; False when it failed (and logged a warning)."""
+        self._raced = False
         try:
             if pull:
                 self.vault.pull(self.remote, actor=self.actor)
@@ -174,11 +192,15 @@ class AutoSync:
                     break
                 except ConflictError:  # another clone pushed first: merge its versions, then push
                     if not tries_left:
+                        self._raced = True
                         raise
                     self.vault.pull(self.remote, actor=self.actor)
         except VaultError as err:
             self.failures += 1
-            log.warning("vaultmem: could not sync with %r; the memory works locally and retries: %s", self.remote, err)
+            again = "tries again" if self._raced and self._rounds < RACE_ROUNDS else "tries again at the next sync"
+            log.warning(
+                "vaultmem: could not sync with %r; the memory works locally and %s: %s", self.remote, again, err
+            )
             return False
         except Exception as err:  # never let a sync bug reach a tool call; say it
             self.failures += 1

@@ -379,6 +379,7 @@ def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], Non
     remote = _remote(repo, name)
     _missing_server(name, remote.url or "")
     _bounded()
+    _clear_killed_fetch(Path(repo.path), name)
     specs = [f"+{ref}:{tracking(name, ref)}" for ref in BRANCHES]
     for attempt in range(2):
         try:
@@ -406,6 +407,32 @@ def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], Non
     problem = witness_problem(repo, name)
     if problem is not None:
         raise IntegrityError(f"Error: {problem}. Nothing was changed; check the server before syncing again.")
+
+
+KILLED_PACK_AGE = 600.0  # seconds a pack being received stays untouched before it counts as left over
+
+
+def _clear_killed_fetch(gitdir: Path, name: str) -> None:
+    """Remove what a fetch killed midway left (a pull or push killed, a
+    power cut): the lock files libgit2 takes for a moment while it writes
+    ``refs/remotes/NAME/BRANCH`` and ``shallow`` (left there, every later
+    fetch failed on them, and with it every pull and push), and the pack it
+    was receiving (``objects/pack/pack_git2_*``, as large as what was sent
+    before the kill, which nothing else removes).  The caller holds the
+    vault's sync lock, so no fetch of this vault is running, and only a
+    fetch writes such a pack here: what is there is left over (but for a
+    push from a clone on this machine into this vault, used as its server:
+    a pack untouched for :data:`KILLED_PACK_AGE` seconds is no live one).
+    The tracking refs the locks guard only say what the server held; the
+    fetch writes them anew."""
+    doomed = [gitdir / (tracking(name, ref) + ".lock") for ref in BRANCHES] + [gitdir / "shallow.lock"]
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(gitdir / "objects" / "pack"):
+            if entry.name.startswith("pack_git2_") and time.time() - entry.stat().st_mtime > KILLED_PACK_AGE:
+                doomed.append(Path(entry.path))
+    for lock in doomed:
+        with contextlib.suppress(OSError):  # one that cannot go: the fetch says what is wrong
+            lock.unlink()
 
 
 def _names_missing(repo: pygit2.Repository, ref: str) -> bool:
@@ -633,6 +660,12 @@ def _push_local(
     ``refs/vaultmem-incoming``, which keep them from the server's gc), the
     server's file system is synced, then each branch moves under git's ref
     lock, only from the id checked, and the incoming refs go."""
+    if _working_copy(server):
+        raise VaultError(
+            f"Error: the remote {name!r} ({os.path.abspath(server)}) is a working copy, a repository with "
+            "checked-out files, which a push does not update; a server is a bare repository (`git init --bare`). "
+            "Nothing was pushed."
+        )
     _clear_stale_incoming(server)
     token = server / INCOMING / f"{_HOST}-{os.getpid()}-{secrets.token_hex(4)}"
     staged = {ref: f"{token.relative_to(server)}/{short_name(ref)}" for ref, _, _ in moves}
@@ -641,6 +674,19 @@ def _push_local(
         _move_branches(name, server, token, moves)
     finally:
         _remove_incoming(token)
+
+
+def _working_copy(server: Path) -> bool:
+    """Whether the repository at ``server`` has a work tree (made by `git
+    init` without ``--bare``, or a plain `git clone`)."""
+    try:
+        there = pygit2.Repository(str(server), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, OSError, KeyError, ValueError):
+        return False  # the push says what is wrong
+    try:
+        return not there.is_bare
+    finally:
+        there.free()
 
 
 def _prune_server_keyrings(server: Path, moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]]) -> None:

@@ -43,6 +43,7 @@ from vaultmem.repo.signed import CHECKPOINTS_REF, SIGNERS_REF, merge_checkpoints
 from vaultmem.repo.verify import Progress
 
 SYNC_WAIT = 60.0  # seconds a pull or push waits for another one of the same vault
+SYNC_TRIES = 3  # pushes a sync tries, each after a pull, when other clones' pushes land first
 
 
 @contextlib.contextmanager
@@ -358,6 +359,18 @@ class Syncing(Shredding):
         policy_from: str | None = None,
     ) -> tuple[sharing.Transfer, sharing.Transfer]:
         """Pull (merging if both sides wrote), then push: (what the pull
-        moved, what the push moved)."""
+        moved, what the push moved).  When another clone's push lands
+        between the two (the push is refused: pull first), it pulls and
+        pushes again, up to :data:`SYNC_TRIES` times in all."""
         pulled = self.pull(remote, progress, actor=actor, policy_from=policy_from)
-        return pulled, self.push(remote, progress)
+        for tries_left in range(SYNC_TRIES - 1, -1, -1):
+            try:
+                return pulled, self.push(remote, progress)
+            except ConflictError:
+                if not tries_left:
+                    raise
+            again = self.pull(remote, progress, actor=actor, policy_from=policy_from)
+            for branch, (_, to) in again.moved.items():  # from where the first pull found it, to where it is now
+                pulled.moved[branch] = (pulled.moved.get(branch, again.moved[branch])[0], to)
+            pulled.merge = again.merge or pulled.merge
+        raise AssertionError("unreachable")
