@@ -309,3 +309,18 @@ def test_a_reflog_git_keeps_for_the_keyring_loses_the_entries_naming_what_was_re
     assert checked.returncode == 0, checked.stderr
     assert_no_key_left(vault_path, key, blobs)
     assert Vault.open(vault_path, key=key).verify().ok
+
+
+def test_a_pack_a_killed_pull_was_receiving_is_removed_by_the_erasure(vault: Vault, vault_path: Path, key: str) -> None:
+    """A pull killed while libgit2 received its pack leaves
+    `objects/pack/pack_git2_XXXX`: it may hold a keyring an erasure replaces,
+    and the erasure left it for the next sync to remove."""
+    write(vault, command="create", path="/memories/ada.md", file_text=f"email: {MARKER}\n" + "padding\n" * 200)
+    leftover = leave_a_half_written_pack(vault_path, "pack_git2_a1B2c3", age=3 * 3600)
+    blobs = erased_blobs(vault, "/memories/ada.md")
+
+    vault.forget("/memories/ada.md", reason="GDPR request 4411", actor="ops")
+
+    assert not leftover.exists()
+    assert_no_key_left(vault_path, key, blobs)
+    assert Vault.open(vault_path, key=key).verify().ok

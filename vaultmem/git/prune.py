@@ -112,7 +112,8 @@ def git_leftovers(gitdir: Path) -> list[Path]:
     """What git commands killed while writing objects left (``git
     count-objects -v`` calls it garbage), or are writing now: a half-written
     pack (``tmp_pack_*``, ``.tmp-*`` with no index), a loose object not yet
-    in place (``tmp_obj_*``), a push's quarantine folder (``tmp_objdir-*``).
+    in place (``tmp_obj_*``), a push's quarantine folder (``tmp_objdir-*``),
+    and the pack a libgit2 fetch (a pull) was receiving (``pack_git2_*``).
     They are not objects git can find, but their bytes may hold a keyring an
     erasure replaced."""
     objects_dir = gitdir / "objects"
@@ -124,7 +125,7 @@ def git_leftovers(gitdir: Path) -> list[Path]:
             if name.startswith(".tmp-") and name.endswith(".pack"):
                 if not path.with_suffix(".idx").exists():  # with its index, drop() judges it by that
                     found.append(path)
-            elif name.startswith("tmp_pack_"):
+            elif name.startswith(("tmp_pack_", "pack_git2_")):  # git's, and libgit2's (a fetch killed)
                 found.append(path)
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for name in sorted(os.listdir(objects_dir)):
