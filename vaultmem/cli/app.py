@@ -940,7 +940,8 @@ def _show(vault: Vault, args: argparse.Namespace) -> int:
     fields += [("erased", item) for item in version.erased]
     if signature is not None:
         verdict = "good" if signature["ok"] else str(signature["problem"])
-        fields.append(("signed by", f"{signature['signer'] or '?'}, key {signature['key']} ({verdict})"))
+        key = f"key {signature['key']}" if signature["key"] else "a signature naming no readable key"
+        fields.append(("signed by", f"{signature['signer'] or '?'}, {key} ({verdict})"))
     elif vault.has_signers():
         fields.append(("signed by", "nobody (unsigned)"))
     on = colour_on(sys.stdout)

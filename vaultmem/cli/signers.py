@@ -302,6 +302,8 @@ def signer_list(vault: Vault, args: argparse.Namespace) -> int:
         state = "valid" if s.problem_at(now) is None else (s.problem_at(now) or "")
         if s.compromised:
             state = "revoked (compromised)"
+        elif state == "expired" and now < s.valid_after:  # its window has not begun
+            state = "not yet valid"
         print(f"{s.principal}  {role}  {s.key.fingerprint}  from {show_time(s.valid_after)}{until}  {state}")
     return 0
 

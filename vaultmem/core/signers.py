@@ -146,7 +146,7 @@ class Signer:
                 added_by=str(data.get("added_by", "")),
                 reason=str(data.get("reason", "")),
             )
-        except (KeyError, TypeError, ValueError, BadKeyError) as err:
+        except (KeyError, TypeError, ValueError, OverflowError, BadKeyError) as err:
             raise VaultError(f"Error: the vault's signers list holds an entry it cannot read ({err}).") from err
         return signer
 

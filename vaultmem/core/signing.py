@@ -17,6 +17,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import stat
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -157,11 +158,15 @@ def parse_signature(armored: bytes) -> Signature:
     """An armored ``-----BEGIN SSH SIGNATURE-----`` block, parsed (not checked)."""
     if len(armored) > _MAX_ARMOR:
         raise SignatureError("Error: the signature is too long to be an ed25519 signature.", "malformed")
-    lines = [line.strip() for line in armored.strip().split(b"\n")]
-    if len(lines) < 3 or lines[0] != BEGIN or lines[-1] != END:
+    # read as ssh-keygen reads it (which git runs): the header line exactly, with
+    # nothing before it nor on it, then everything up to the first footer, whatever
+    # the white space in between; what follows the footer is not read.  A signature
+    # that is good to vaultmem is then good to stock git, and the other way round.
+    end = armored.find(b"\n" + END, len(BEGIN))
+    if not armored.startswith(BEGIN + b"\n") or end < 0:
         raise SignatureError("Error: the signature is not an SSH signature.", "malformed")
     try:
-        blob = base64.b64decode(b"".join(lines[1:-1]), validate=True)
+        blob = base64.b64decode(armored[len(BEGIN) + 1 : end].translate(None, b" \t\n\r\x0b\x0c"), validate=True)
     except ValueError as err:
         raise SignatureError("Error: the signature is not valid base64.", "malformed") from err
     reader = _Reader(blob)
@@ -213,6 +218,8 @@ class SigningKey:
 
     @classmethod
     def from_text(cls, text: str, passphrase: str | None = None, *, source: str = "signing key") -> SigningKey:
+        if text.lstrip().startswith(_PUBLIC_STARTS):
+            raise BadKeyError(_PUBLIC_GIVEN.format(source=source))
         data = text.encode("utf-8")
         try:
             key = serialization.load_ssh_private_key(data, _passphrase_bytes(passphrase))
@@ -237,6 +244,7 @@ class SigningKey:
     @classmethod
     def load(cls, path: str | os.PathLike[str], passphrase: str | None = None) -> SigningKey:
         """A key file, refused when others can read it (as ``ssh`` does)."""
+        _refuse_public_file(path)
         return cls.from_text(read_secret_file(path, "signing key"), passphrase)
 
     def to_text(self, passphrase: str | None = None) -> str:
@@ -306,12 +314,36 @@ def resolve_signing_key(
         text = env.get(ENV_SIGNING_KEY)
         if not text:
             return None
-        if text.lstrip().startswith("-----BEGIN"):
+        parts = text.split()
+        public = len(parts) >= 2 and parts[0].startswith(_PUBLIC_STARTS) and parts[1].startswith("AAAA")
+        if text.lstrip().startswith("-----BEGIN") or public:
             return SigningKey.from_text(text, passphrase, source=f"{ENV_SIGNING_KEY} key")
         return SigningKey.load(text, passphrase)
     if not isinstance(value, (str, os.PathLike)):
         raise BadKeyError("Error: signing_key must be a SigningKey or a key file's path.")
     return SigningKey.load(value, passphrase)
+
+
+# what a public key's line starts with (a .pub file, an authorized_keys or allowed-signers line)
+_PUBLIC_STARTS = ("ssh-", "ecdsa-", "sk-ssh-", "sk-ecdsa-")
+_PUBLIC_GIVEN = (
+    "Error: the {source} is a public key (ssh-ed25519 AAAA...); commits are signed with the private key: "
+    "the key file without .pub, which `vaultmem signer new` wrote beside it."
+)
+
+
+def _refuse_public_file(path: str | os.PathLike[str]) -> None:
+    """A public key file given as the signing key is named as such, before its
+    mode (a .pub file is readable by all, and chmod would not make it a key)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return  # read_secret_file says what it is
+        with open(path, "rb") as fh:
+            start = fh.read(64).lstrip()
+    except OSError:
+        return
+    if start.startswith(tuple(prefix.encode() for prefix in _PUBLIC_STARTS)):
+        raise BadKeyError(_PUBLIC_GIVEN.format(source="signing key"))
 
 
 def _passphrase_bytes(passphrase: str | None) -> bytes | None:

@@ -26,6 +26,7 @@ from vaultmem.core.signers import BAD, UNKNOWN, UNSIGNED, Signers, show_time
 from vaultmem.core.signing import (
     CHECKPOINT_NAMESPACE,
     GPGSIG,
+    PublicKey,
     SignatureError,
     SigningKey,
     parse_signature,
@@ -110,10 +111,19 @@ def judge(facts: CommitFacts, signers: Signers) -> tuple[str, str] | None:
         "wrong actor": (
             f"signed by {', '.join(owners)}'s key {sig.key.fingerprint} but recorded as written by {actor!r}"
         ),
-        "revoked": f"signed by {actor}'s key {sig.key.fingerprint}, revoked before {show_time(facts.when)}",
+        "revoked": f"signed by {actor}'s key {sig.key.fingerprint}, {_revoked(signers, sig.key, actor, facts.when)}",
         "expired": f"signed by {actor}'s key {sig.key.fingerprint} outside its validity (at {show_time(facts.when)})",
     }
     return (kind, details[kind])
+
+
+def _revoked(signers: Signers, key: PublicKey, actor: str, when: int) -> str:
+    """How a key that does not count for a commit made at ``when`` was revoked:
+    as compromised (for every time, its revocation often later than the
+    commit), or before the commit."""
+    if any(s.compromised for s in signers.by_key(key) if s.principal == actor):
+        return f"revoked as compromised: no signature it ever made counts (this commit is of {show_time(when)})"
+    return f"revoked before {show_time(when)}"
 
 
 class CommitSignatures:
@@ -216,7 +226,22 @@ def read_signers(
     if target is None:
         return Signers(), None
     _sealed_raw(repo, keyring, target, "signers list")
-    return Signers.from_bytes(_blob_at(repo, target, SIGNERS_FILE)), str(target)
+    return _signers_at(repo, target), str(target)
+
+
+def _signers_at(repo: pygit2.Repository, oid: pygit2.Oid) -> Signers:
+    """The list a sealed commit of the signers branch sets.  One that cannot be
+    read (someone with the vault key alone wrote it, or it was damaged) is an
+    IntegrityError, which verify reports rather than stopping at."""
+    data = _blob_at(repo, oid, SIGNERS_FILE)
+    try:
+        return Signers.from_bytes(data)
+    except VaultError as err:
+        said = str(err).removeprefix("Error: ").rstrip(".")
+        raise IntegrityError(
+            f"Error: {said} (commit {str(oid)[:12]} of vaultmem-signers); run `vaultmem verify`, and an operator "
+            "moves vaultmem-signers back to its last good commit."
+        ) from err
 
 
 # Commits of a signers branch whose whole history this process has checked
@@ -256,9 +281,13 @@ def signers_problems(
     for oid in reversed(chain):
         try:
             raw = _sealed_raw(repo, keyring, oid, "signers list")
-            after = Signers.from_bytes(_blob_at(repo, oid, SIGNERS_FILE))
         except VaultError as err:
             out.append((str(oid), "seal", str(err).removeprefix("Error: ")))
+            continue
+        try:
+            after = Signers.from_bytes(_blob_at(repo, oid, SIGNERS_FILE))
+        except VaultError as err:  # sealed, but no list that can be read
+            out.append((str(oid), "object", f"signers branch: {str(err).removeprefix('Error: ')}"))
             continue
         facts = commit_facts(raw)
         authority = before if before else after  # the first commit: an operator adding their own key
@@ -328,11 +357,27 @@ def make_checkpoint(head: str, count: int, now: int, signer: str, key: SigningKe
     return Checkpoint(head, count, now, signer, text)
 
 
-def parse_checkpoints(text: str) -> list[Checkpoint]:
-    """Every checkpoint in a file (they are appended one after another)."""
-    out = [_parse_checkpoint(whole) for whole in _checkpoint_texts(text)]
+def parse_checkpoints(text: str, source: str = "the file") -> list[Checkpoint]:
+    """Every checkpoint in a file (they are appended one after another);
+    ``source`` names where the text is from in what is raised."""
+    try:
+        out = [_parse_checkpoint(whole) for whole in _checkpoint_texts(text)]
+    except VaultError as err:
+        raise VaultError(str(err).replace("the file", source, 1)) from err
     if not out:
-        raise VaultError("Error: the file holds no vaultmem checkpoint.")
+        raise VaultError(f"Error: {source} holds no vaultmem checkpoint.")
+    return out
+
+
+def _readable_checkpoints(text: str) -> list[Checkpoint]:
+    """The checkpoints of ``text`` that can be read, the rest left out (a merge
+    of two clones' lists keeps what it can; verify reports the rest)."""
+    out: list[Checkpoint] = []
+    for whole in _checkpoint_texts(text):
+        try:
+            out.append(_parse_checkpoint(whole))
+        except VaultError:
+            continue
     return out
 
 
@@ -490,8 +535,11 @@ def merge_checkpoints(
     """Both clones kept checkpoints since they last synced: one merge commit
     keeps all of them (ours, then theirs not already here)."""
     ours = _kept_at(repo, local).decode("utf-8", "replace")
-    mine = set(parse_checkpoints(ours)) if ours else set()
-    added = [c.text for c in parse_checkpoints(_kept_at(repo, theirs).decode("utf-8", "replace")) if c not in mine]
+    # a list that cannot be read whole (someone with the vault key alone wrote it) stops no pull:
+    # what can be read of it is merged, and verify reports the rest
+    mine = set(_readable_checkpoints(ours))
+    theirs_text = _kept_at(repo, theirs).decode("utf-8", "replace")
+    added = [c.text for c in _readable_checkpoints(theirs_text) if c not in mine]
     text = (ours + "".join(added)).encode("utf-8")
     return _checkpoint_commit(
         commits, seal, sign, text, [local.raw, theirs.raw], "checkpoint: merge two clones' checkpoints", actor, now

@@ -114,13 +114,21 @@ class Signing(Engine):
         """Rewrite git's files after the signers changed, if ``git-setup`` set
         them up (the caller holds the writer lock).  Raises OSError when they
         cannot be written."""
-        allowed, _ = self.allowed_signers_paths()
+        allowed, revoked = self.allowed_signers_paths()
+        config = self.repo.config
         try:
-            configured = self.repo.config["gpg.ssh.allowedSignersFile"]
+            configured = config["gpg.ssh.allowedSignersFile"]
         except KeyError:
             return
         if configured == str(allowed):
             self._write_signer_files()
+        elif configured and Path(configured).parts[-2:] == (STATE_DIR, allowed.name):
+            # `git-setup` was run where the vault was before it was moved or copied (its git
+            # config came along): git would read that other folder's file, judging this vault's
+            # signatures by signers it no longer has, or find none; it reads this vault's from now on
+            self._write_signer_files()
+            config["gpg.ssh.allowedSignersFile"] = str(allowed)
+            config["gpg.ssh.revocationFile"] = str(revoked)
 
     def _refresh_signer_files(self) -> None:
         """:meth:`refresh_allowed_signers` where a signer change already
@@ -315,15 +323,22 @@ class Signing(Engine):
                 ]
             return []
         texts = [*given, signed.checkpoints_kept(repo)]
+        sources = ["a checkpoint file given"] * len(given) + ["the vault's vaultmem-checkpoints branch"]
         for remote in sharing.list_remotes(repo):  # each server's copy, as last fetched
             texts.append(signed.checkpoints_kept(repo, sharing.tracking(remote.name, signed.CHECKPOINTS_REF)))
+            sources.append(f"{remote.name}'s vaultmem-checkpoints branch")
         out: list[Finding] = []
         seen: set[str] = set()
-        for text in texts:
+        for at, text in enumerate(texts):
+            if not text.strip() and at < len(given):  # a file given to check by, emptied: it proves nothing
+                out.append(
+                    Finding("checkpoint", None, None, "a checkpoint file given is empty: it holds no checkpoint")
+                )
+                continue
             if not text:
                 continue
             try:
-                found = signed.parse_checkpoints(text)
+                found = signed.parse_checkpoints(text, sources[at])
             except VaultError as err:
                 out.append(Finding("checkpoint", None, None, str(err).removeprefix("Error: ")))
                 continue
