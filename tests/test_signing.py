@@ -874,3 +874,20 @@ def test_signers_round_trip(team: Team) -> None:
     assert Signers.from_bytes(signers.to_bytes()) == signers
     assert [s.principal for s in signers.entries] == ["ops", "alice", "bob"]
     assert [s.added_by for s in signers.entries] == ["ops", "ops", "ops"]
+
+
+def test_an_actor_no_signer_can_be_named_is_told_so_not_to_get_a_key(team: Team) -> None:
+    """Signer names are ASCII: an actor such as 'Zoë' can never be a signer.
+    Under require_signatures it was told to give --signing-key, and with a
+    key that an operator should `signer add` it, which is refused."""
+    team.clock.advance(30)
+    team.vault.set_policy(actor="ops", require_signatures=True)
+    state = team.state()
+    unsigned = VaultMemoryTool(team.vault, actor="Zoë")
+    with pytest.raises(ToolError, match="'Zoë' cannot be a signer: a signer's name is its actor name") as info:
+        unsigned.call({"command": "create", "path": "/memories/z.txt", "file_text": "z\n"})
+    assert isinstance(info.value.__cause__, SigningError)
+    keyed = VaultMemoryTool(team.vault, actor="Zoë", signing_key=SigningKey.generate())
+    with pytest.raises(ToolError, match="'Zoë' cannot sign: a signer's name is its actor name"):
+        keyed.call({"command": "create", "path": "/memories/z.txt", "file_text": "z\n"})
+    assert team.state() == state

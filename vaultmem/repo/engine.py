@@ -42,7 +42,7 @@ from vaultmem.core.crypto import (
 from vaultmem.core.names import TOKEN_LENGTH
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import HARD_MAX_FILE_BYTES, Policy
-from vaultmem.core.signers import Signers
+from vaultmem.core.signers import PRINCIPAL, Signers
 from vaultmem.core.signing import SigningKey
 from vaultmem.core.values import is_int
 from vaultmem.core.versions import (
@@ -711,6 +711,12 @@ class Engine:
                 required = self.policy.require_signatures
             except IntegrityError:  # a damaged policy: the operator replacing it is not held to it
                 required = False
+            if required and not PRINCIPAL.fullmatch(actor):
+                raise SigningError(
+                    f"Error: this vault requires signed commits (policy require_signatures), and {actor!r} cannot "
+                    "be a signer: a signer's name is its actor name, 1-100 ASCII letters, digits, '.', '_', '@', '+' "
+                    "or '-'. Write as an actor that is a signer. Nothing was changed."
+                )
             if required:
                 raise SigningError(
                     f"Error: this vault requires signed commits (policy require_signatures) and {actor!r} has no "
@@ -718,6 +724,12 @@ class Engine:
                     "Nothing was changed."
                 )
             return None
+        if not PRINCIPAL.fullmatch(actor):
+            raise SigningError(
+                f"Error: {actor!r} cannot sign: a signer's name is its actor name, 1-100 ASCII letters, digits, "
+                "'.', '_', '@', '+' or '-', so no operator can add it. Write as an actor that is a signer. "
+                "Nothing was changed."
+            )
         problem = self.signers.judge(key.public, actor, now)
         if problem is not None:
             said = {
