@@ -63,7 +63,7 @@ from vaultmem.core.values import is_unicode
 from vaultmem.errors import BadKeyError, CommandError, NotFoundError, VaultError, WrongKeyError
 from vaultmem.ops.diff import unified, with_renames
 from vaultmem.ops.erase import ErasureResult
-from vaultmem.ops.memory import MemoryCommands, new_session
+from vaultmem.ops.memory import MemoryCommands, check_who, new_session
 
 if TYPE_CHECKING:
     from vaultmem.vault import Vault
@@ -999,9 +999,14 @@ def _call(vault: Vault, args: argparse.Namespace) -> int:
     commands = MemoryCommands(vault, actor=args.actor, session=args.session or new_session())
     before = vault.head()
     try:
-        result, ok = commands.run(params), True
-    except CommandError as err:
+        check_who(args.actor, args.session)  # as VaultMemoryTool refuses it when made, reads included
+    except VaultError as err:
         result, ok = str(err), False
+    else:
+        try:
+            result, ok = commands.run(params), True
+        except CommandError as err:
+            result, ok = str(err), False
     if args.json:
         after = vault.head()
         made = str(after) if after is not None and after != before else None
@@ -1628,6 +1633,9 @@ def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
                 f"{what} {path!r} holds bytes that are not UTF-8, which git's config cannot record; "
                 "move or rename it so that its path is UTF-8. Nothing was set up."
             )
+    passphrase_vault = type(vault).protection(vault.path) == "passphrase"
+    if key_file:
+        _check_textconv_key_file(vault, args.vault, args.textconv_key_file, passphrase_vault)
     vault.configure_textconv(command)
     allowed, revoked = vault.configure_signers()
     if args.json:
@@ -1641,12 +1649,30 @@ def _git_setup(vault: Vault, args: argparse.Namespace) -> int:
             }
         )
         return 0
-    holder = f"the key file {args.textconv_key_file} or {ENV_KEY}" if args.textconv_key_file else ENV_KEY
+    env = ENV_PASSPHRASE if passphrase_vault else ENV_KEY
+    holder = f"the key file {args.textconv_key_file} or {env}" if args.textconv_key_file else env
     print(f"git log -p and git diff on {args.vault} now show decrypted text to whoever has {holder};")
     print("everyone else sees the encrypted blobs.")
     if vault.signers:
         print(f"git verify-commit and git log --show-signature check signatures against {allowed}.")
     return 0
+
+
+def _check_textconv_key_file(vault: Vault, name: str, key_file: str, passphrase_vault: bool) -> None:
+    """Refuse a key file git could not decrypt with: every diff would show
+    ciphertext and advise running git-setup again."""
+    if passphrase_vault:
+        raise UsageError(
+            f"{name} is protected by a passphrase, which no key file opens; "
+            f"run `vaultmem git-setup` without --key-file and give git the passphrase in {ENV_PASSPHRASE}. "
+            "Nothing was set up."
+        )
+    try:
+        type(vault).open(vault.path, key_file=key_file).close()
+    except WrongKeyError:
+        raise UsageError(
+            f"the key file {key_file} does not open {name}, so git could not decrypt with it. Nothing was set up."
+        ) from None
 
 
 NOT_INSTALLED = "[vaultmem: not decrypted: vaultmem is not installed where git runs; run `vaultmem git-setup` again]"
