@@ -31,6 +31,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import Any, NoReturn
 
 import anyio
@@ -55,6 +56,7 @@ from vaultmem.anthropic.agent import memory_system_prompt
 from vaultmem.core.lru import LRU
 from vaultmem.core.policy import Policy
 from vaultmem.errors import CommandError, StorageError, VaultError
+from vaultmem.git.durable import WriterLock
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.guard import Guard
 from vaultmem.ops.memory import MemoryCommands
@@ -79,6 +81,10 @@ LONGEST_ARGUMENT = 1_000  # characters of an audit tool's text argument (an id, 
 READ_ONLY_REFUSAL = (
     "Error: this memory server is read-only (vaultmem mcp --read-only); nothing was written. "
     "Use view, history, read_version or diff."
+)
+STOPPED_WAITING = (
+    "Error: the memory server is stopping (Ctrl-C) while this command waited for another process's write "
+    "to the vault to end; nothing was written."
 )
 INTERNAL_ERROR = (
     "Error: the memory server failed while running this command; nothing more is known here. "
@@ -426,6 +432,8 @@ class MemoryServer:
                     return _error(f"Error: Unexpected parameter `command` for command `{name}`. It takes: {takes}.")
                 return _ok(commands.run({**arguments, "command": name}))
             return _ok(self._audit(name, arguments, commands.view_cap))
+        except _StoppedWaiting:  # Ctrl-C while it waited for the writer lock: nothing begun
+            return _error(STOPPED_WAITING)
         except CommandError as err:
             _log_storage_failure(name, err)
             return _error(str(err))
@@ -552,7 +560,15 @@ class _Outstanding:
 
 
 def _id_key(ident: object) -> str:
-    """A request id as the SDK correlates it: 7 and "7" are one id."""
+    """A request id as the SDK correlates it (its ``coerce_request_id``): a
+    string Python reads as an integer is that integer, so 7, "7", "07" and
+    " +7" are one id.  A cancellation naming any of them cancels the request
+    the SDK knows by it, which then gets no answer."""
+    if isinstance(ident, str):
+        try:
+            return str(int(ident))
+        except ValueError:  # not an integer, or too long for one
+            return ident
     return str(ident)
 
 
@@ -898,6 +914,24 @@ def _on_ctrl_c(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> asy
 
     try:
         loop.add_signal_handler(signal.SIGINT, interrupt)
+        # The event loop sees the signal once it runs again; a memory command
+        # run in its thread that waits for another process's write (an
+        # import, a writer stopped with Ctrl-Z) would keep it from running
+        # until that write ends.  Such a command has begun nothing: it stops.
+        signal.signal(signal.SIGINT, _stop_waiting_for_the_lock)
     except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
         return None
     return came
+
+
+class _StoppedWaiting(BaseException):
+    """Ctrl-C came while a memory command waited for the vault's writer lock
+    (a BaseException: no ``except Exception`` on its way takes it for a failure)."""
+
+
+def _stop_waiting_for_the_lock(signum: int, frame: FrameType | None) -> None:
+    """SIGINT's handler in Python while the event loop serves: the loop is
+    told by its own wakeup (and stops reading); a memory command waiting for
+    the writer lock (``WriterLock._take``, nothing written yet) stops now."""
+    if frame is not None and frame.f_code is WriterLock._take.__code__:
+        raise _StoppedWaiting
