@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import weakref
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from vaultmem.git.commits import CommitPath
 IDLE = 0.05  # seconds without a write before upkeep runs
 EVERY = 32  # writes after which upkeep runs even without a pause
 RETIRE_EACH = 8  # packs a write retires at most: a merge's 30-odd go over a few writes
-LINGER = 2.0  # seconds with nothing to do before the thread ends (starting one costs a write a GIL handoff)
+LINGER = 0.0  # seconds with nothing to do before the thread ends (2 s: more broken mains after power cuts)
 MERGE_AT = 16  # packs that make a merge worth it
 # Packs of more objects than this are no longer merged: copying them would
 # hold the writer lock for long.  A vault gains such a pack about every 3,000
@@ -56,6 +57,7 @@ class Upkeep:
         self._since_run = 0
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._last_poke = 0.0
         self._redundant: list[objects.PackInfo] = []  # replaced by a durable merge, retired by the next writes
         _ALL.add(self)
 
@@ -64,6 +66,7 @@ class Upkeep:
         with self._wake:
             self._pokes += 1
             self._since_run += 1
+            self._last_poke = time.monotonic()
             if self._thread is None or not self._thread.is_alive():
                 self._stopping = False
                 self._thread = threading.Thread(target=self._loop, name="vaultmem-upkeep", daemon=True)
@@ -71,8 +74,9 @@ class Upkeep:
             elif self._since_run >= EVERY:
                 # Only a burst's end of EVERY writes wakes the thread early:
                 # waking it on every write would hand it the GIL in the
-                # middle of the call.  Otherwise it looks at the count when
-                # its wait of IDLE seconds ends.
+                # middle of the call.  Otherwise its wait ends IDLE seconds
+                # after the write it last saw, and it waits on from the last
+                # write then.
                 self._wake.notify()
 
     def stop(self) -> None:
@@ -89,20 +93,20 @@ class Upkeep:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                quiet = 0.0
+                idle_since = time.monotonic()
                 while not self._stopping and self._since_run < EVERY:
-                    seen = self._pokes
-                    self._wake.wait(IDLE)
-                    if self._pokes != seen:
-                        quiet = 0.0
-                    elif self._since_run > 0:
-                        break  # a quiet pause after writes: time for upkeep
+                    now = time.monotonic()
+                    if self._since_run > 0:
+                        left = self._last_poke + IDLE - now
+                        if left <= 0:
+                            break  # IDLE seconds without a write since the last one: time for upkeep
+                        self._wake.wait(left)
+                    elif now - idle_since >= LINGER:  # nothing to do for a while: the thread ends
+                        if self._thread is threading.current_thread():
+                            self._thread = None
+                        return
                     else:
-                        quiet += IDLE
-                        if quiet >= LINGER:  # nothing to do for a while: the thread ends
-                            if self._thread is threading.current_thread():
-                                self._thread = None
-                            return
+                        self._wake.wait(min(IDLE, LINGER - (now - idle_since)))
                 self._since_run = 0
             # Upkeep is optional: whatever stops it (a full disk, a damaged
             # ref) stops the next write too, which reports it to its caller.
