@@ -161,14 +161,20 @@ class OversizedObject(ValueError):
         )
 
 
+def check_size(repo: pygit2.Repository, oid: pygit2.Oid) -> None:
+    """:class:`OversizedObject` if ``oid``'s header declares more than
+    vaultmem ever writes (read from the header alone, nothing inflated)."""
+    _, size = repo.odb.read_header(oid)
+    if size > objects.MAX_OBJECT_BYTES:
+        raise OversizedObject(oid, size)
+
+
 def read_object(repo: pygit2.Repository, oid: pygit2.Oid) -> tuple[int, bytes]:
     """An object's kind and bytes, like ``repo.odb.read``, but an object whose
     header declares more than vaultmem ever writes is refused before it is
     inflated (:class:`OversizedObject`, a ValueError): a zlib bomb of a few
     MB must not make a read allocate gigabytes."""
-    _, size = repo.odb.read_header(oid)
-    if size > objects.MAX_OBJECT_BYTES:
-        raise OversizedObject(oid, size)
+    check_size(repo, oid)
     kind, data = repo.odb.read(oid)
     return int(kind), bytes(data)
 

@@ -23,7 +23,8 @@ from vaultmem.core.crypto import Keyring
 from vaultmem.errors import ConflictError, NotAVaultError
 from vaultmem.git import durable, objects
 from vaultmem.git.commits import COMMITTER, CommitPath, Damaged, Draft, read_ref
-from vaultmem.repo.small import TooLarge, file_of
+from vaultmem.repo.history import OversizedObject
+from vaultmem.repo.small import file_of
 
 KEYRING_REF = "refs/heads/vaultmem-keyring"
 SHADOWS_REF = "refs/heads/vaultmem-shadows"  # a migrated vault's format 1 versions, re-encrypted
@@ -53,7 +54,7 @@ def keyring_blob(repo: pygit2.Repository, target: Any) -> bytes:
     try:
         oid = target if isinstance(target, pygit2.Oid) else pygit2.Oid(hex=str(target))
         return file_of(repo, oid, KEYRING_FILE)[1]
-    except TooLarge as err:
+    except OversizedObject as err:
         raise NotAVaultError(f"Error: the vault's keyring ref is damaged ({err}); restore it from a clone.") from err
     except (KeyError, ValueError, pygit2.GitError) as err:
         raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err

@@ -45,6 +45,7 @@ from vaultmem.errors import IntegrityError
 from vaultmem.git import objects
 from vaultmem.git.commits import CommitPath, Damaged, Draft, Headers, Sign, ident, read_ref
 from vaultmem.repo import small
+from vaultmem.repo.history import OversizedObject
 from vaultmem.repo.small import file_of
 
 POLICY_REF = "refs/heads/vaultmem-policy"
@@ -99,7 +100,7 @@ def _load(repo: pygit2.Repository, keyring: Keyring, commit_id: pygit2.Oid) -> t
         commit, raw_policy = file_of(repo, commit_id, POLICY_FILE)
         data = json.loads(raw_policy)
         parent = commit.parent_ids[0].raw if commit.parent_ids else None
-    except small.TooLarge as err:
+    except OversizedObject as err:
         raise IntegrityError(f"Error: the vault's policy (commit {commit_id}) is damaged ({err}). {_REFUSED}") from err
     except (KeyError, ValueError, pygit2.GitError) as err:
         raise IntegrityError(f"Error: the vault's policy (commit {commit_id}) is damaged. {_REFUSED}") from err
