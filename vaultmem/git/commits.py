@@ -240,6 +240,7 @@ class CommitPath:
         made: list[str] = []
         keep: str | None = None
         move: Move | None = None
+        lock_file: int | str | None = None
         moved = False
         with durable.HeldSignals():  # Ctrl-C: after the move is whole, made or not
             self.lock.write_intent(durable.Intent(ref, commit.id.hex(), pack.name))
@@ -250,14 +251,21 @@ class CommitPath:
                     made.append(keep)
                 _step("kept")
                 self._install(pack, made=made)
+                # The ref lock's file, written now: its data goes to the device while the journal syncs.
+                lock_file = self._new_file(commit.id.hex().encode("ascii") + b"\n", ".ref", allocate=True)
                 move = self._journal(Move(0, ref, expected or ZERO, commit.id, self.epoch, pack.data), pack)
                 _step("durable")
-                self._move(ref, expected, commit.id)
+                stem = os.path.join(self.pack_dir, f"pack-{pack.name}")
+                for written in (stem + ".pack", stem + ".idx", lock_file):
+                    _write_out(written)
+                self._move(ref, expected, commit.id, lock_file=lock_file)
                 moved = True
                 _step("moved")
             except OSError as err:
                 raise _storage_error(err) from err
             finally:
+                if lock_file is not None:
+                    _drop(lock_file)  # the ref lock keeps the file (or it was never linked)
                 if not moved and move is not None and self._now_at(ref, commit.id):
                     # The rename was made, and something raised after it (a
                     # signal handler's timeout): the write stands, whole.
@@ -314,10 +322,13 @@ class CommitPath:
         except (Damaged, OSError):
             return False
 
-    def _move(self, ref: str, expected: bytes | None, new: bytes, *, check: bool = True) -> None:
+    def _move(
+        self, ref: str, expected: bytes | None, new: bytes, *, check: bool = True, lock_file: int | str | None = None
+    ) -> None:
         """Move ``ref`` from ``expected`` to ``new`` as git does: its lock,
         a re-read under it (RefMoved if someone else moved it; not with
-        ``check=False``, a repair), a rename.
+        ``check=False``, a repair), a rename.  ``lock_file``: the lock's
+        file, made and written out already (see :meth:`_take_ref_lock`).
 
         The ref's old file keeps a second name in the trash across the
         rename, so the call frees no file (on some file systems freeing
@@ -327,7 +338,7 @@ class CommitPath:
         call, never written twice")."""
         ref_path = os.path.join(self.gitdir, ref)
         with durable.HeldSignals():  # a repair's move too: never a lock left or a move half taken back
-            lock_path = self._take_ref_lock(ref, new)
+            lock_path = self._take_ref_lock(ref, new, lock_file)
             old = os.path.join(self.trash, f"ref-{new.hex()}")
             kept = False
             try:
@@ -377,10 +388,17 @@ class CommitPath:
                 f"Error: the vault's {ref} does not hold a commit id; run `vaultmem verify` and restore it."
             ) from err
 
-    def _take_ref_lock(self, ref: str, new: bytes) -> str:
+    def _take_ref_lock(self, ref: str, new: bytes, made: int | str | None = None) -> str:
         """Create ``<ref>.lock`` holding ``new``, exclusively, as git does; wait
         for another program's lock up to LOCK_WAIT seconds, then fail (never
-        removing it).
+        removing it).  ``made``: the lock's file, written out already (from
+        :meth:`_new_file`; the caller drops it); without it the file is made
+        here.
+
+        The file's data is on the device before the lock is taken
+        (:func:`durable.write_out`): renamed over the ref, the lock must never
+        reach the disk as a name without its data, which stock git reads as a
+        broken ref after a power cut.
 
         The lock is written under a temporary name in the state folder and
         hard linked into place: a link fails if the name exists,
@@ -390,12 +408,15 @@ class CommitPath:
         so even a lock that a kill or a power cut left empty or garbled is
         provably vaultmem's."""
         path = os.path.join(self.gitdir, ref + ".lock")
-        content = new.hex().encode("ascii") + b"\n"
+        own = made is None
+        if made is None:
+            try:
+                made = self._new_file(new.hex().encode("ascii") + b"\n", ".ref")
+            except OSError as err:
+                raise _storage_error(err) from err
         try:
-            made = self._new_file(content, ".ref")
-        except OSError as err:
-            raise _storage_error(err) from err
-        try:
+            if own:
+                _write_out(made)
             deadline = time.monotonic() + LOCK_WAIT
             pause = 0.001
             while True:
@@ -422,7 +443,8 @@ class CommitPath:
                 except OSError as err:
                     raise _storage_error(err) from err
         finally:
-            _drop(made)  # the lock keeps the file
+            if own:
+                _drop(made)  # the lock keeps the file
 
     def _our_lock(self, lock_path: str, ids: Collection[bytes], *, garbled: bool = False) -> bool:
         """Whether ``lock_path`` is a ref lock vaultmem made: no write
@@ -987,10 +1009,10 @@ _ALLOC_DELAYED = 0x660C  # ext4's EXT4_IOC_ALLOC_DA_BLKS: _IO('f', 12)
 
 def _allocate(fd: int) -> None:
     """On ext4, allocate the file's blocks now rather than at writeback, as
-    ext4 does itself for a file renamed over another: its data=ordered
-    journal then writes the data before it commits the rename that names the
-    file, so after a power cut git finds no empty pack under a final name
-    (one the journal would have to rebuild).  Elsewhere it does nothing."""
+    ext4 does itself for a file renamed over another: that starts the write
+    of its data to the device, which then runs while the journal syncs, and
+    :func:`_write_out` before the rename that names the file waits for less.
+    Elsewhere it does nothing."""
     with contextlib.suppress(OSError):
         fcntl.ioctl(fd, _ALLOC_DELAYED)
 
@@ -1018,6 +1040,14 @@ def _write_file(path: str, data: bytes, sync: bool = False, allocate: bool = Fal
             os.unlink(path)
         raise
     os.close(fd)
+
+
+def _write_out(made: int | str) -> None:
+    """:func:`durable.write_out` for a file made by ``_new_file`` or named by a path."""
+    if isinstance(made, int):
+        durable.write_out(made)
+    else:
+        durable.write_out_path(made)
 
 
 def _drop(made: int | str) -> None:
