@@ -346,10 +346,17 @@ def _transport_error(name: str, err: Exception) -> VaultError:
 def _missing_server(name: str, url: str) -> None:
     """A remote on this machine that is not there: said as such."""
     folder = local_path(url)
-    if folder is not None and not folder.exists():
+    if folder is not None and not folder.is_dir():
         raise VaultError(
-            f"Error: cannot reach the remote {name!r}: no repository at {os.path.abspath(folder)}. Nothing was changed."
+            f"Error: cannot reach the remote {name!r}: no repository at {os.path.abspath(folder)}"
+            f"{_a_file(folder)}. Nothing was changed."
         )
+
+
+def _a_file(folder: Path) -> str:
+    """What stands where a server's folder should be, when something does
+    (a git bundle, say, which is no server)."""
+    return ", only a file" if folder.exists() else ""
 
 
 _T = TypeVar("_T")
@@ -492,6 +499,31 @@ def witness_problem(repo: pygit2.Repository, name: str) -> str | None:
     )
 
 
+def foreign_main(repo: pygit2.Repository, name: str, outcome: str) -> None:
+    """VaultError if the remote's ``main``, as fetched last, is no vault's
+    history: it shares no version with this vault's ``main`` and its newest
+    commit carries no vaultmem-seal (a hosted repository made with a README
+    or a licence, another project's).  A commit without a seal on top of the
+    vault's own history is a pull's finding (:func:`check_commits`)."""
+    theirs = repo.references.get(tracking(name, MAIN_REF))
+    if theirs is None:
+        return
+    tip = pygit2.Oid(hex=str(theirs.target))
+    try:
+        if repo.odb.read_header(tip)[0] != ObjectType.COMMIT or split_seal(repo.odb.read(tip)[1])[1] is not None:
+            return
+        local = repo.references.get(MAIN_REF)
+        if local is not None and merge_base(repo, pygit2.Oid(hex=str(local.target)), tip) is not None:
+            return
+    except (pygit2.GitError, KeyError, ValueError):
+        return  # what is missing or damaged: the pull or push says so
+    raise VaultError(
+        f"Error: the remote {name!r} is not a vault: its main holds commits made without vaultmem and none of "
+        "this vault's (was the repository made with a README or a licence?); share the vault through an empty "
+        f"repository. {outcome}"
+    )
+
+
 def unpushed(gitdir: Path, name: str) -> bool:
     """Whether this vault holds a branch at a version the remote did not
     hold when it was last fetched (after a pull: versions still to push)."""
@@ -513,6 +545,7 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
     the commit this check saw: a push that lands meanwhile wins, and this one
     is refused."""
     fetch(repo, name)
+    foreign_main(repo, name, "Nothing was pushed.")
     result = Transfer(name)
     moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]] = []
     replaced: set[str] = set()  # a keyring an erasure replaced: the one move that is not a fast-forward
@@ -708,18 +741,57 @@ def _move_branches(
 ) -> None:
     try:
         durable.sync_filesystem(server)  # the objects, before a ref names them
+        moved: set[str] = set()
         for ref, old, new in moves:
+            target = _branch_behind(name, server, ref)
+            if target in moved:  # two of the vault's branches an alias of one: neither may move it twice
+                raise IntegrityError(
+                    f"Error: the remote {name!r} holds {short_name(ref)} as a symbolic ref to {short_name(target)}, "
+                    "which another branch of the vault names too. Nothing more was pushed."
+                )
+            moved.add(target)
             # The lock's content, made and synced first; the lock is then a
             # second name of this file, so a push killed holding it leaves a
             # lock the next push from this machine can prove its own.
-            made = token / f"{LOCKING}{short_name(ref)}"
+            made = token / f"{LOCKING}{short_name(target)}"
             _write_synced(made, f"{new}\n".encode("ascii"))
-            _move_server_ref(name, server, ref, old, made, new)
+            _move_server_ref(name, server, target, old, made, new)
     except OSError as err:
         raise _transport_error(name, err) from err
 
 
 LOCKING = "locking-"
+_SYMREF = re.compile(rb"ref: (refs/heads/[A-Za-z0-9_][A-Za-z0-9_.-]*)\n?")
+
+
+def _branch_behind(name: str, server: Path, ref: str) -> str:
+    """The branch a push of ``ref`` moves on the server: ``ref`` itself, or
+    the branch its file names when it is a symbolic ref (``ref:
+    refs/heads/trunk``, an alias a server keeps after a rename), followed
+    as git's receive-pack follows it (up to 5 links).  A symbolic ref to
+    another of the vault's branches is refused: the push would move that
+    one."""
+    seen = ref
+    for _ in range(5):
+        try:
+            with open(server / seen, "rb") as fh:
+                data = fh.read(300)
+        except OSError:
+            return seen  # no file (packed, or new), or unreadable: the move says what is wrong
+        found = _SYMREF.fullmatch(data)
+        if found is None:
+            return seen
+        target = found.group(1).decode("ascii")
+        if target.endswith(".lock") or ".." in target:
+            return seen
+        if target in BRANCHES:
+            raise IntegrityError(
+                f"Error: the remote {name!r} holds {short_name(ref)} as a symbolic ref to {short_name(target)}, "
+                f"another branch of the vault; make {short_name(ref)} a branch of its own on the server. "
+                "Nothing was pushed."
+            )
+        seen = target
+    return seen
 
 
 def _remove_incoming(folder: Path) -> None:
@@ -1019,8 +1091,10 @@ def clone(
                 f"folder above it (`cd ..`, then `vaultmem clone URL {name}`). Nothing was made."
             )
     server = local_path(url)
-    if server is not None and not server.exists():
-        raise VaultError(f"Error: cannot clone {url}: no repository at {os.path.abspath(server)}. Nothing was made.")
+    if server is not None and not server.is_dir():
+        raise VaultError(
+            f"Error: cannot clone {url}: no repository at {os.path.abspath(server)}{_a_file(server)}. Nothing was made."
+        )
     # a path is stored absolute, as `remote add` stores it: the clone finds its server from any folder
     stored = os.path.abspath(url) if server is not None and not url.startswith("file:") else url
     _bounded()
@@ -1056,6 +1130,13 @@ def clone(
                 repo.references.create(ref, theirs.target, force=True)
         repo.set_head(MAIN_REF)
         remember(repo, "origin")
+        if not any(repo.references.get(ref) is not None for ref in BRANCHES):
+            # an empty repository, made for the vault on a server: the first host pushes to it
+            raise VaultError(
+                f"Error: {url} holds no vault yet (no main, no vaultmem keyring branch): push one to it first "
+                "(`vaultmem remote add origin URL`, then `vaultmem push`, on the host that holds it). "
+                "Nothing was made."
+            )
         if repo.references.get(KEYRING_REF) is None:
             raise VaultError(f"Error: {url} is not a vault: it has no vaultmem keyring branch. Nothing was made.")
         repo.config["core.logAllRefUpdates"] = "false"

@@ -193,6 +193,7 @@ class Syncing(Shredding):
         policy_from: str | None,
     ) -> sharing.Transfer:
         sharing.fetch(repo, remote, progress)
+        sharing.foreign_main(repo, remote, "Nothing was changed.")
         result = sharing.Transfer(remote)
         with self._lock.hold():
             self._commits.recover()
@@ -363,14 +364,36 @@ class Syncing(Shredding):
         between the two (the push is refused: pull first), it pulls and
         pushes again, up to :data:`SYNC_TRIES` times in all."""
         pulled = self.pull(remote, progress, actor=actor, policy_from=policy_from)
-        for tries_left in range(SYNC_TRIES - 1, -1, -1):
-            try:
-                return pulled, self.push(remote, progress)
-            except ConflictError:
-                if not tries_left:
-                    raise
-            again = self.pull(remote, progress, actor=actor, policy_from=policy_from)
-            for branch, (_, to) in again.moved.items():  # from where the first pull found it, to where it is now
-                pulled.moved[branch] = (pulled.moved.get(branch, again.moved[branch])[0], to)
-            pulled.merge = again.merge or pulled.merge
+        try:
+            for tries_left in range(SYNC_TRIES - 1, -1, -1):
+                try:
+                    return pulled, self.push(remote, progress)
+                except ConflictError:
+                    if not tries_left:
+                        raise
+                again = self.pull(remote, progress, actor=actor, policy_from=policy_from)
+                for branch, (_, to) in again.moved.items():  # from where the first pull found it, to where it is now
+                    pulled.moved[branch] = (pulled.moved.get(branch, again.moved[branch])[0], to)
+                pulled.merge = again.merge or pulled.merge
+        except VaultError as err:
+            if not pulled.changed:
+                raise
+            raise _pull_kept(err, pulled) from err
         raise AssertionError("unreachable")
+
+
+def _pull_kept(err: VaultError, pulled: sharing.Transfer) -> VaultError:
+    """``err``, a sync's push (or later pull) failing, saying that the pull
+    before it moved this vault's branches and stands: "Nothing was changed"
+    would not be true of the sync."""
+    moves = []
+    for branch, (old, new) in pulled.moved.items():
+        how = " (merged)" if branch == "main" and pulled.merge is not None else ""
+        moves.append(f"{branch} {old[:10] if old else '(new)'}..{new[:10]}{how}")
+    fact = err.fact.replace("Nothing was changed; check", "Check")
+    fact = fact.removesuffix(" Nothing was changed.").removesuffix(" Nothing was pushed.")
+    told = f"{fact} Nothing was pushed; the pull before it stands: {', '.join(moves)}."
+    try:
+        return type(err)(told, step=err.step)
+    except TypeError:
+        return VaultError(told, step=err.step)
