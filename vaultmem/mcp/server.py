@@ -59,7 +59,7 @@ from vaultmem.errors import CommandError, StorageError, VaultError
 from vaultmem.git.durable import WriterLock
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.guard import Guard
-from vaultmem.ops.memory import MemoryCommands
+from vaultmem.ops.memory import MemoryCommands, _echo
 from vaultmem.repo.engine import _check_label
 from vaultmem.vault import Vault
 
@@ -77,7 +77,8 @@ MEMORY_TOOLS = ("view", "create", "str_replace", "insert", "delete", "rename")
 AUDIT_TOOLS = ("history", "read_version", "diff")
 READ_TOOLS = frozenset({"view", *AUDIT_TOOLS})
 SESSIONS_KEPT = 1_024  # MCP sessions whose commands a server keeps ready
-LONGEST_ARGUMENT = 1_000  # characters of an audit tool's text argument (an id, a time or a path)
+EMPTY_MEMORY = "0" * 40  # what an undo back past the first version restored
+LONGEST_ARGUMENT = 1_000  # characters of an audit tool's version argument (an id or a time)
 READ_ONLY_REFUSAL = (
     "Error: this memory server is read-only (vaultmem mcp --read-only); nothing was written. "
     "Use view, history, read_version or diff."
@@ -318,8 +319,11 @@ class _Server(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        if context is None or name not in _SCHEMAS:
-            return await super().call_tool(name, arguments, context)  # the SDK's own answer to an unknown tool
+        if name not in _SCHEMAS:  # answered as the memory tool answers an unknown command
+            offered = ", ".join(tool for tool in (*MEMORY_TOOLS, *AUDIT_TOOLS) if tool in self._listed)
+            return _error(f"Error: Unknown tool `{_echo(name)}`. Use one of: {offered}.")
+        if context is None:
+            return await super().call_tool(name, arguments, context)
         raw = _raw_arguments(context)
         if name in self._inline:
             return self._memory.call(name, raw, context)
@@ -451,9 +455,12 @@ class MemoryServer:
         line saying how to ask for less.  A file at a version is given whole:
         nothing else pages through it, and it is within the file size limit."""
         allowed = set(_SCHEMAS[name]["properties"])
-        unknown = sorted(set(arguments) - allowed)
-        if unknown:
-            raise VaultError(f"Error: {name} takes no parameter {', '.join(map(repr, unknown))}.")
+        for field in arguments:
+            if field not in allowed:  # in the memory commands' words
+                takes = ", ".join(f"`{p}`" for p in _SCHEMAS[name]["properties"])
+                raise VaultError(f"Error: Unexpected parameter `{_echo(field)}` for tool `{name}`. It takes: {takes}.")
+        # null is an argument left out, as the memory commands take it (``view_range: null``)
+        arguments = {field: value for field, value in arguments.items() if value is not None}
         for field in allowed & set(arguments):
             value = arguments[field]
             wanted = _SCHEMAS[name]["properties"][field]["type"]
@@ -461,9 +468,10 @@ class MemoryServer:
                 wanted == "integer" and (not isinstance(value, int) or isinstance(value, bool))
             ):
                 raise VaultError(f"Error: `{field}` must be {'an integer' if wanted == 'integer' else 'a string'}.")
-            if isinstance(value, str) and len(value) > LONGEST_ARGUMENT:
+            # a path is held to the path rules (up to 1,024 bytes), which the vault applies with its own words
+            if isinstance(value, str) and field != "path" and len(value) > LONGEST_ARGUMENT:
                 raise VaultError(
-                    f"Error: `{field}` is {len(value):,} characters long; an id, a time or a path here is at most "
+                    f"Error: `{field}` is {len(value):,} characters long; an id or a time here is at most "
                     f"{LONGEST_ARGUMENT:,}."
                 )
         for field in _SCHEMAS[name]["required"]:
@@ -479,6 +487,10 @@ class MemoryServer:
             lines = []
             for v in versions:
                 where = " -> ".join(v.paths) if v.command == "rename" else ", ".join(v.paths)
+                if v.restored_from:  # a restore or an undo: the version it brought back, as `vaultmem log` says
+                    where += (
+                        f" (from {'the empty memory' if v.restored_from == EMPTY_MEMORY else v.restored_from[:12]})"
+                    )
                 lines.append(
                     f"{v.id[:12]}  {v.time.strftime('%Y-%m-%dT%H:%M:%SZ')}  {v.actor}  {v.session or '-'}  "
                     f"{v.command} {where}"
@@ -492,13 +504,21 @@ class MemoryServer:
         if not diff:
             return "No changes."
         return _capped(
-            diff.splitlines(keepends=True),
+            _lines_of(diff),
             cap,
             "Diff",
             "lines",
             "ask for one file's with `path`, or for versions closer together.",
             joined="",
         )
+
+
+def _lines_of(text: str) -> list[str]:
+    """``text``'s lines, each with its ``\n``: a line holds whatever else it
+    holds (a form feed, U+2028), as a file's lines do (SPEC.md)."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
 
 
 def _capped(lines: list[str], cap: int, what: str, unit: str, instead: str, joined: str = "\n") -> str:
