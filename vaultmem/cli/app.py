@@ -412,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _typed(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
         _check_text_arguments(args)
         _check_key_files(args)
+        if args.command in ("demo", "import", "export") and args.folder == "":  # `export "$OUT"`, OUT unset
+            raise UsageError(f"{args.command} was given an empty FOLDER; give the folder's path.")
         code = _run(args)
         try:
             sys.stdout.flush()  # here, not at exit, so a closed pipe or a full disk is reported as below
@@ -473,6 +475,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "signer" and args.signer_command == "new":
         return signers_cli.signer_new(args)
     if not args.vault:
+        if args.vault == "" and os.environ.get(ENV_VAULT) != "":  # `--vault "$VAULT"`, the variable unset
+            raise UsageError("--vault was given an empty path; give the vault's folder.")
         raise UsageError(f"no vault given: use --vault PATH or set {ENV_VAULT}.")
     if args.command == "init":
         from vaultmem.vault import Vault
@@ -584,7 +588,7 @@ CLI_STEPS = {
     "versions": "List the versions with `vaultmem log`.",
     "use-key": f"Set {ENV_KEY} or use --key-file FILE.",
     "give-key": f"Set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase or --passphrase-file FILE.",
-    "is-passphrase": f"If it is a passphrase, use --passphrase or {ENV_PASSPHRASE}.",
+    "is-passphrase": f"If it is a passphrase, use --passphrase-file FILE, --passphrase or {ENV_PASSPHRASE}.",
     "new-key": f"Pull with the new key: --new-key-file FILE, or {ENV_NEW_KEY} or {ENV_NEW_PASSPHRASE}.",
     "choose-policy": "Pull again with --policy-from ours or --policy-from theirs to say which side's values win.",
 }
@@ -1028,6 +1032,10 @@ def _restore(vault: Vault, args: argparse.Namespace) -> int:
     source = vault.resolve(args.at)
     what = args.path or "the memory"
     new = vault.restore(source.id, args.path, actor=args.actor, session=args.session)
+    if new is None and args.path is not None and not any(_holds(vault, args.path, at) for at in (source.id, None)):
+        raise NotFoundError(  # a mistyped path: not "already as it was"
+            f"Error: no file or folder {args.path}, now or at {short(source.id)}; nothing was restored."
+        )
     if args.json:
         print_json({"from": source.id, "path": args.path, "version": new.id if new else None})
     elif new is None:
@@ -1035,6 +1043,15 @@ def _restore(vault: Vault, args: argparse.Namespace) -> int:
     else:
         print(f"Restored {what} as it was at {short(source.id)}: new version {short(new.id)}.")
     return 0
+
+
+def _holds(vault: Vault, path: str, at: str | None) -> bool:
+    """Whether the memory held a file or folder at ``path`` at ``at`` (None: now)."""
+    try:
+        vault.listing(path, at=at, depth=1)
+    except NotFoundError:
+        return False
+    return True
 
 
 def _undo_parser(commands: _Commands) -> None:

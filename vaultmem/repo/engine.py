@@ -316,12 +316,14 @@ class Engine:
         vault: Self | None = None
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Made first, so a folder that cannot be written (or a full disk)
+            # is an OSError with its plain reason, not git's message.
+            (folder / durable.STATE_DIR).mkdir(mode=0o700)
             repo = pygit2.init_repository(str(folder), bare=True, initial_head="main")
             repo.config["core.logAllRefUpdates"] = "false"
             repo.config["gc.auto"] = "0"
             repo.config["vaultmem.format"] = str(storage_format)
             repo.config["receive.denyNonFastForwards"] = "true"  # plain git cannot force a push into it
-            (folder / durable.STATE_DIR).mkdir(mode=0o700)
             keyring = Keyring.create(user_key, protector, now, storage_format)
             if sealed_names:
                 keyring.seal_names(now)
@@ -587,6 +589,13 @@ class Engine:
                 raise IntegrityError(
                     f"Error: git cannot read {at!r} in this vault ({err}); run `vaultmem verify`."
                 ) from err
+            if head is None:
+                raise NotFoundError(f"Error: no version {at!r}: the vault has no versions yet.") from err
+            if re.fullmatch(r"[0-9a-fA-F]{1,3}", at.strip()):  # git names no object by fewer digits
+                raise NotFoundError(
+                    f"Error: {at.strip()!r} is too short to name a version: give at least 4 of its hex digits, "
+                    "as `vaultmem log` shows them."
+                ) from err
             raise NotFoundError(f"Error: no version {at!r} in this vault.", step="versions") from err
         if head is None or not self._on_main(commit.id, head):
             raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")
@@ -600,7 +609,10 @@ class Engine:
             for commit in first_parents(self.repo, head):
                 if commit.author.time <= when.timestamp():
                     return self.repo[commit.id].peel(pygit2.Commit)
-        raise NotFoundError(f"Error: no version at or before {when.isoformat()}; the history starts later.")
+        moment = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if head is None:
+            raise NotFoundError(f"Error: no version at or before {moment}: the vault has no versions yet.")
+        raise NotFoundError(f"Error: no version at or before {moment}; the history starts later.")
 
     def _on_main(self, oid: pygit2.Oid, head: pygit2.Oid) -> bool:
         """Whether ``oid`` is ``head`` or one of its ancestors (through every
