@@ -123,7 +123,7 @@ def epoch(gitdir: Path) -> bytes:
         return b"unknown"
     st = os.stat(gitdir)
     dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-    parts.append(dev)
+    parts.append(dev + _disk_sequence(dev))
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
             mounts = [line.split() for line in fh]
@@ -145,6 +145,23 @@ def epoch(gitdir: Path) -> bytes:
     return "/".join(parts).encode("ascii", "replace")[:200]
 
 
+def _disk_sequence(dev: str) -> str:
+    """``@N``: the sequence number Linux gave the disk holding device
+    ``dev`` when it appeared (``diskseq``, Linux 5.15), never given twice in
+    one boot; "" where there is none (tmpfs, older kernels).  Without it, a
+    disk image attached on the device number a live disk had a moment ago,
+    and mounted with the mount id it had (both are given again), would read
+    as the live disk's epoch and never be repaired."""
+    for path in (f"/sys/dev/block/{dev}/diskseq", f"/sys/dev/block/{dev}/../diskseq"):  # a disk, a partition's disk
+        try:
+            with open(path, encoding="ascii") as fh:
+                number = fh.read().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        return f"@{number}" if number.isdigit() else ""
+    return ""
+
+
 def same_epoch(recorded: bytes, current: bytes) -> bool:
     """Whether a record written in epoch ``recorded`` was written through the
     page cache of the epoch ``current``: the same epoch, or the same boot
@@ -158,8 +175,12 @@ def same_epoch(recorded: bytes, current: bytes) -> bool:
         return False
     boot, dev, mount_id = [*recorded.decode("ascii", "replace").split("/"), "", "", ""][:3]
     here = current.decode("ascii", "replace").split("/")
-    if len(here) != 3 or here[:2] != [boot, dev] or not mount_id:
+    if len(here) != 3 or here[0] != boot or not mount_id:
         return False
+    dev, _, sequence = dev.partition("@")
+    here_dev, _, here_sequence = here[1].partition("@")
+    if here_dev != dev or (sequence and here_sequence and sequence != here_sequence):
+        return False  # another disk, or the disk attached again (a record without a sequence: an earlier vaultmem's)
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
             return any(fields[:1] == [mount_id] and fields[2:3] == [dev] for fields in (line.split() for line in fh))
