@@ -1253,6 +1253,14 @@ def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
         before = Policy()
     after = vault.set_policy(actor=args.actor, session=args.session, reset=args.reset, **changes)
     changed = after.changed_fields(before)
+    if after.secrets == "off" and (after.personal_data or after.patterns):
+        unused = " and ".join(name for name in ("personal_data", "patterns") if after.to_dict()[name])
+        verb = "take" if " and " in unused else "takes"
+        print(  # a filter asked for and silently off would be worse than none
+            f"Note: {unused} {verb} effect only while secrets is redact or refuse; secrets is off, so nothing "
+            "written is scanned. Set secrets=redact or secrets=refuse to use them.",
+            file=sys.stderr,
+        )
     if args.json:
         old, new = before.to_dict(), after.to_dict()
         print_json({"changed": {name: {"from": old[name], "to": new[name]} for name in changed}, "policy": new})
