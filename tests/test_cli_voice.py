@@ -103,5 +103,6 @@ def test_the_library_names_concepts_not_its_own_arguments(tmp_path: Path) -> Non
     assert "Vault.init" not in str(missing.value) and "create a vault" in str(missing.value).lower()
     key = generate_key()
     with Vault.init(tmp_path / "v", key=key) as vault, pytest.raises(NotFoundError) as unknown:
+        VaultMemoryTool(vault, actor="t").call({"command": "create", "path": "/memories/a.txt", "file_text": "a"})
         vault.read("/memories/a.txt", at="nosuchrev")
     assert "history()" not in str(unknown.value) and "history" in str(unknown.value)
