@@ -41,6 +41,15 @@ def read(vault: Vault, name: str) -> str:
     return VaultMemoryTool(vault, actor="reader").call({"command": "view", "path": f"/memories/{name}"})
 
 
+def first_host(tmp_path: Path, key: str, url: str) -> Vault:
+    """The first host's vault, one file in it, pushed to the server at ``url``."""
+    first = Vault.init(tmp_path / "first.vault", key=key)
+    write(first, "a.txt", "one\n")
+    first.add_remote("origin", url)
+    first.push()
+    return first
+
+
 # -- a server that is not a vault ----------------------------------------------------------
 
 
@@ -94,10 +103,7 @@ def test_a_vault_whose_history_was_cut_on_the_server_is_still_said_to_be_altered
     still refused as a commit made without the key."""
     key = generate_key()
     remote = server(tmp_path / "server.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote))
-    first.push()
+    first = first_host(tmp_path, key, str(remote))
     tip = subprocess.run(
         ["git", "-C", str(remote), "rev-parse", "main^{tree}"], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -130,10 +136,7 @@ def test_a_push_to_a_server_whose_main_is_an_alias_moves_the_branch_it_names(tmp
     a path said the server held a damaged main."""
     key = generate_key()
     remote = server(tmp_path / "server.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote) if form == "path" else remote.as_uri())
-    first.push()
+    first = first_host(tmp_path, key, str(remote) if form == "path" else remote.as_uri())
     subprocess.run(["git", "-C", str(remote), "branch", "-m", "main", "trunk"], check=True)
     subprocess.run(["git", "-C", str(remote), "symbolic-ref", "refs/heads/main", "refs/heads/trunk"], check=True)
     second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
@@ -154,10 +157,7 @@ def test_a_server_main_aliased_to_the_keyring_is_refused_and_nothing_moves(tmp_p
     """Following an alias never moves another of the vault's branches."""
     key = generate_key()
     remote = server(tmp_path / "server.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote))
-    first.push()
+    first = first_host(tmp_path, key, str(remote))
     write(first, "b.txt", "two\n")
     # the server's main made an alias of its keyring, the versions only this host had so far
     first_main = (remote / "refs" / "heads" / "main").read_text()
@@ -182,10 +182,7 @@ def test_a_remote_path_that_names_a_file_says_there_is_no_repository_there(tmp_p
     missing folder, and nothing is made or changed."""
     key = generate_key()
     remote = server(tmp_path / "server.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote))
-    first.push()
+    first = first_host(tmp_path, key, str(remote))
     bundle = tmp_path / "vault.bundle"
     subprocess.run(
         ["git", "-C", str(remote), "bundle", "create", str(bundle), "--all"], check=True, capture_output=True
@@ -226,10 +223,7 @@ def test_a_clone_of_an_empty_server_says_to_push_a_vault_to_it_first(tmp_path: P
                 "Nothing was made."
             )
             assert not (tmp_path / "agent.vault").exists()
-        first = Vault.init(tmp_path / "first.vault", key=key)
-        write(first, "a.txt", "one\n")
-        first.add_remote("origin", f"{base}/empty.git")
-        first.push()
+        first_host(tmp_path, key, f"{base}/empty.git").close()
         done = cli("clone", f"{base}/empty.git", "agent.vault", key=key, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
     assert "one" in read(Vault.open(tmp_path / "agent.vault", key=key), "a.txt")
@@ -248,10 +242,7 @@ def test_a_sync_whose_push_fails_after_its_pull_merged_says_the_pull_stands(tmp_
     root = tmp_path / "served"
     root.mkdir()
     remote = server(root / "v.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote))
-    first.push()
+    first = first_host(tmp_path, key, str(remote))
     second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
     write(first, "b.txt", "two\n")
     first.push()
