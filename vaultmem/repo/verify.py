@@ -37,7 +37,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -53,7 +53,7 @@ from vaultmem.errors import VaultError
 from vaultmem.git import commits as commit_path
 from vaultmem.git import midx, objects, prune
 from vaultmem.repo import keys
-from vaultmem.repo.history import OversizedObject, UnreadableVersion, hiding_files, read_commit, read_object
+from vaultmem.repo.history import OversizedObject, RawCommit, UnreadableVersion, hiding_files, read_commit, read_object
 
 Progress = Callable[[int, int], None]
 Kind = Literal[
@@ -499,17 +499,7 @@ def _keyring_history(repo: pygit2.Repository, checker: Verifier) -> None:
     if not isinstance(target, pygit2.Oid):
         return
     checker._commit = ""
-    seen: set[bytes] = set()
-    stack = [target]
-    while stack and len(seen) < _KEYRING_COMMITS:
-        oid = stack.pop()
-        if oid.raw in seen:
-            continue
-        seen.add(oid.raw)
-        try:
-            commit = read_commit(repo, oid)
-        except UnreadableVersion:
-            continue  # the keyring on disk is checked by its own MAC
+    for oid, commit in _keyring_commits(repo, [target]):  # one unreadable is skipped: the keyring has its own MAC
         committer = commit.committer_line
         if not committer.startswith(commit_path.COMMITTER + b" "):
             checker.find(
@@ -520,7 +510,6 @@ def _keyring_history(repo: pygit2.Repository, checker: Verifier) -> None:
             )
         doc = _keyring_doc(repo, commit) if commit.parent_ids else None
         for parent in commit.parent_ids:
-            stack.append(parent)
             try:
                 before = _keyring_doc(repo, read_commit(repo, parent))
             except UnreadableVersion:
@@ -540,12 +529,11 @@ def _keyring_history(repo: pygit2.Repository, checker: Verifier) -> None:
 _KEYRING_COMMITS = 100_000  # keyring commits checked at most (a keyring starts anew at each erasure)
 
 
-def _ever_held(repo: pygit2.Repository) -> set[str]:
-    """The ids of the data keys any keyring of the keyring histories lists
-    (read from the documents' plain fields: no key needed)."""
-    held: set[str] = set()
+def _keyring_commits(repo: pygit2.Repository, tips: list[pygit2.Oid]) -> Iterator[tuple[pygit2.Oid, RawCommit]]:
+    """Each readable commit of the keyring histories from ``tips``, once, up
+    to ``_KEYRING_COMMITS`` of them (an unreadable one is skipped)."""
     seen: set[bytes] = set()
-    stack = keys.keyring_tips(repo)
+    stack = list(tips)
     while stack and len(seen) < _KEYRING_COMMITS:
         oid = stack.pop()
         if oid.raw in seen:
@@ -556,6 +544,14 @@ def _ever_held(repo: pygit2.Repository) -> set[str]:
         except UnreadableVersion:
             continue
         stack.extend(commit.parent_ids)
+        yield oid, commit
+
+
+def _ever_held(repo: pygit2.Repository) -> set[str]:
+    """The ids of the data keys any keyring of the keyring histories lists
+    (read from the documents' plain fields: no key needed)."""
+    held: set[str] = set()
+    for _, commit in _keyring_commits(repo, keys.keyring_tips(repo)):
         doc = _keyring_doc(repo, commit)
         held |= set(_key_entries(doc)) if doc is not None else set()
     return held
