@@ -251,6 +251,11 @@ def test_a_short_environment_token_is_refused_before_serving(tmp_path, hidden):
         ({"Host": f"{PROXIED_HOST}:8443"}, 200),
         ({"Host": f"{PROXIED_HOST}.evil.example"}, 421),
         ({"Host": "vault.internal.example"}, 421),  # allowed on 443 only
+        ({"Host": "127.0.0.1:PORT@evil.example"}, 421),  # the SDK's 127.0.0.1:* pattern passes any tail
+        ({"Host": "localhost:PORT.evil.example"}, 421),
+        ({"Host": "127.0.0.1:"}, 421),
+        ({"Origin": "http://127.0.0.1:PORT@evil.example"}, 403),
+        ({"Origin": "http://localhost:PORT/evil"}, 403),
     ],
 )
 def test_origin_and_host_are_checked_after_the_token(server, token, extra, status):

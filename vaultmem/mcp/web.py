@@ -62,6 +62,13 @@ FILES_KEPT_FREE = 200  # file descriptors kept from connections: the vault's fil
 TOKEN_CHARACTERS = re.compile(r"[A-Za-z0-9._~+/-]+=*")  # a bearer token (RFC 6750's b64token)
 
 _NAMED = (b"host", b"origin")  # the headers whose values name a host
+# What a Host header and an Origin may be (RFC 9110, RFC 6454), in lower case:
+# a name or an address, and a port of digits only.  The SDK's ``name:*``
+# patterns match any text after ``name:``, so ``127.0.0.1:8765@evil.example``
+# would pass them; a value of any other shape is refused first.
+_AUTHORITY = r"(?:[a-z0-9._~-]+|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?"
+_HOST_SHAPE = re.compile(_AUTHORITY)
+_ORIGIN_SHAPE = re.compile(r"https?://" + _AUTHORITY)
 
 Scope = dict[str, Any]
 ASGIApp = Any
@@ -160,6 +167,18 @@ class BearerToken:
                 }
             )
             await send({"type": "http.response.body", "body": body})
+            return
+        refused = _badly_formed(scope.get("headers", []))
+        if refused is not None:
+            status, text = refused
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(text))],
+                }
+            )
+            await send({"type": "http.response.body", "body": text})
             return
         if scope.get("method") == "GET":  # an event stream, open until the client or the server ends it
             # The server keeps no events to replay: a client resuming a stream
@@ -346,6 +365,22 @@ def authority(host: str, port: int | None = None) -> str:
 def url(host: str, port: int) -> str:
     """The address clients reach the server at, such as ``http://127.0.0.1:8765/mcp``."""
     return f"http://{authority(host, port)}{PATH}"
+
+
+def _badly_formed(headers: Sequence[tuple[bytes, bytes]]) -> tuple[int, bytes] | None:
+    """The status and text refusing a request whose Host or Origin is not
+    shaped as one (the answers the SDK gives a Host or Origin it does not
+    allow), or None.  An ``Origin: null`` is left to the SDK, which refuses it."""
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered not in _NAMED:
+            continue
+        text = value.decode("latin-1").lower()
+        if lowered == b"host" and not _HOST_SHAPE.fullmatch(text):
+            return 421, b"Invalid Host header"
+        if lowered == b"origin" and text != "null" and not _ORIGIN_SHAPE.fullmatch(text):
+            return 403, b"Invalid Origin header"
+    return None
 
 
 def _any_port(allowed: Sequence[str]) -> list[str]:
