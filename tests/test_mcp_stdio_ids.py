@@ -7,11 +7,9 @@ a real ``flock`` on the vault's lock file, as another writer holds it.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import select
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -19,7 +17,6 @@ from typing import Any
 
 import pytest
 from mcp_helpers import Served
-from test_mcp_http_hunt import waits_for_lock
 
 TIMEOUT = 60.0  # seconds: a bound on the server answering, never an expectation of speed
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
@@ -98,50 +95,6 @@ EDITED = "The memory file has been edited. Here is the snippet showing the chang
 
 def texts(answers: list[dict[str, Any]]) -> list[tuple[object, str]]:
     return [(a["id"], a["result"]["content"][0]["text"]) for a in answers]
-
-
-# -- Ctrl-C while a write waits for another process's write ----------------------------------------
-
-
-@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks to see the write waiting")
-def test_ctrl_c_stops_a_server_whose_write_waits_for_another_processs_write(served: Served) -> None:
-    """Another process holds the vault's writer lock (an import, a
-    re-encryption, a writer stopped with Ctrl-Z) while a client's write
-    waits for it.  Ctrl-C did nothing, twice neither (docs/mcp.md: "A second
-    Ctrl-C stops it at once"), and the server answered nothing else, not
-    even a ping, until that process let go.  One Ctrl-C now answers the
-    waiting write (nothing written) and the server exits 130 at once."""
-    lock = served.path / "vaultmem" / "lock"
-    holder = os.open(lock, os.O_RDWR)
-    process = server(served)
-    try:
-        assert process.stdin is not None
-        fcntl.flock(holder, fcntl.LOCK_EX)
-        process.stdin.write((OPENING + call(1, "create", {"path": "/memories/a.txt", "file_text": "a"})).encode())
-        process.stdin.flush()
-        deadline = time.monotonic() + TIMEOUT
-        while not waits_for_lock(process.pid, lock):
-            assert time.monotonic() < deadline, "the write never waited for the lock"
-            time.sleep(0.02)
-        process.send_signal(signal.SIGINT)
-        answers, status = answers_until_exit(process, 10.0)  # the lock is still held all this time
-    finally:
-        fcntl.flock(holder, fcntl.LOCK_UN)
-        os.close(holder)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert status == 130, answers
-    assert [a["id"] for a in answers] == [1]
-    result = answers[0]["result"]
-    assert result["isError"] is True
-    assert result["content"][0]["text"] == (
-        "Error: the memory server is stopping (Ctrl-C) while this command waited for another process's write "
-        "to the vault to end; nothing was written."
-    )
-    assert process.stderr is not None and b"Traceback" not in process.stderr.read()
-    with served.open() as vault:
-        assert list(vault.history()) == []
 
 
 # -- cancellations -------------------------------------------------------------------------------------

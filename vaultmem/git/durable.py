@@ -235,6 +235,26 @@ class WriterLock:
             raise StorageError(f"Error: {storage_reason(err)}, so nothing was changed. {storage_advice(err)}") from err
         return fd
 
+    def busy(self) -> bool:
+        """Whether :meth:`hold` would wait now: another thread of this
+        process holds the lock, or another process its file.  Nothing is
+        held after it; a lock file that cannot be opened is left for the
+        hold to report."""
+        if not self._mutex.acquire(blocking=False):
+            return True
+        try:
+            try:
+                fd = self._open()
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            self._mutex.release()
+
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
         """Hold the lock.  When the previous holder died mid-write, ``on_dirty``

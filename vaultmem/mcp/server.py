@@ -76,6 +76,8 @@ DRAIN_SECONDS = 30.0  # how long a server whose input ended waits to answer the 
 MEMORY_TOOLS = ("view", "create", "str_replace", "insert", "delete", "rename")
 AUDIT_TOOLS = ("history", "read_version", "diff")
 READ_TOOLS = frozenset({"view", *AUDIT_TOOLS})
+WAIT_FIRST = 0.001  # seconds: the first look again at a writer lock another write holds (stdio)
+WAIT_MOST = 0.05  # seconds: the longest between two looks
 SESSIONS_KEPT = 1_024  # MCP sessions whose commands a server keeps ready
 EMPTY_MEMORY = "0" * 40  # what an undo back past the first version restored
 LONGEST_ARGUMENT = 1_000  # characters of an audit tool's version argument (an id or a time)
@@ -303,8 +305,12 @@ class _Server(MCPServer):
     write about 0.09 ms more at p50 (CHANGELOG).  The tools named in ``inline`` run in the event loop's
     own thread: over stdio one client sends the calls, and a memory command
     takes about a millisecond, so handing it to a worker thread and back
-    only adds two thread switches.  The others, and every tool over HTTP
-    (many clients at once), run in a worker thread as the SDK would run them.
+    only adds two thread switches.  They run one at a time, in the order
+    they came; a write whose turn comes while another process holds the
+    vault's writer lock waits for it without holding up the event loop
+    (:meth:`_writer_free`), so pings and the audit tools are answered
+    meanwhile.  The others, and every tool over HTTP (many clients at
+    once), run in a worker thread as the SDK would run them.
     """
 
     def __init__(self, listed: set[str], memory: MemoryServer, inline: frozenset[str], **settings: Any) -> None:
@@ -312,6 +318,8 @@ class _Server(MCPServer):
         self._listed = listed
         self._memory = memory
         self._inline = inline
+        self._turns: asyncio.Lock | None = None  # the inline calls, one at a time, in the order they came
+        self.interrupted: asyncio.Event | None = None  # set by serve_stdio's Ctrl-C
 
     async def list_tools(self) -> list[MCPTool]:
         return [tool for tool in await super().list_tools() if tool.name in self._listed]
@@ -326,8 +334,28 @@ class _Server(MCPServer):
             return await super().call_tool(name, arguments, context)
         raw = _raw_arguments(context)
         if name in self._inline:
-            return self._memory.call(name, raw, context)
+            if self._turns is None:
+                self._turns = asyncio.Lock()
+            async with self._turns:
+                if name not in READ_TOOLS and not await self._writer_free():
+                    return _error(STOPPED_WAITING)
+                return self._memory.call(name, raw, context)
         return await anyio.to_thread.run_sync(self._memory.call, name, raw, context)
+
+    async def _writer_free(self) -> bool:
+        """Wait, without holding up the event loop, until a write would not
+        wait for the vault's writer lock: another process's write (an
+        import, a writer stopped with Ctrl-Z) must not keep the server from
+        answering a ping or an audit tool meanwhile.  False when Ctrl-C came
+        first (nothing was begun).  A write another process starts between
+        this check and the call's own hold is waited for in the call."""
+        delay = WAIT_FIRST
+        while self._memory.vault.writer_busy():
+            if self.interrupted is not None and self.interrupted.is_set():
+                return False
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, WAIT_MOST)
+        return True
 
     @property
     def memory(self) -> MemoryServer:
@@ -902,6 +930,8 @@ async def serve_stdio(server: MCPServer, max_request_bytes: int = DEFAULT_MAX_RE
     lines.closing_input_with(close_input)
     writer.on_gone = lines.stop
     interrupted = _on_ctrl_c(loop, lines.stop)
+    if isinstance(server, _Server):
+        server.interrupted = interrupted
     try:
         async with stdio_server(stdin=lines, stdout=writer) as (read, write):  # type: ignore[arg-type]
             await lowlevel.run(read, write, lowlevel.create_initialization_options())
@@ -934,10 +964,12 @@ def _on_ctrl_c(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> asy
 
     try:
         loop.add_signal_handler(signal.SIGINT, interrupt)
-        # The event loop sees the signal once it runs again; a memory command
-        # run in its thread that waits for another process's write (an
-        # import, a writer stopped with Ctrl-Z) would keep it from running
-        # until that write ends.  Such a command has begun nothing: it stops.
+        # The event loop sees the signal once it runs again.  A memory
+        # command waits for another process's write (an import, a writer
+        # stopped with Ctrl-Z) outside the loop's thread (_Server._writer_free)
+        # unless that write began just after it looked; then it waits in the
+        # loop's thread, which would keep the loop from running until that
+        # write ends.  Such a command has begun nothing: it stops.
         signal.signal(signal.SIGINT, _stop_waiting_for_the_lock)
     except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
         return None

@@ -226,6 +226,11 @@ class Engine:
         except (KeyError, ValueError, pygit2.GitError, VaultError):
             return None
 
+    def writer_busy(self) -> bool:
+        """Whether a write would wait now for another one (of this process or
+        another) to end; nothing is held after it."""
+        return self._lock.busy()
+
     def close(self) -> None:
         """Finish pending upkeep and release the vault's file descriptors
         (reopened if the vault is used again)."""
