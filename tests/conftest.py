@@ -88,6 +88,17 @@ class FakeClock:
 
 
 @pytest.fixture
+def devices(tmp_path: Path) -> None:
+    """Skips a power-cut test where loop devices and mount cannot be used
+    (tests/powerloss.py)."""
+    import powerloss
+
+    reason = powerloss.unavailable(tmp_path)
+    if reason is not None:
+        pytest.skip(f"this power-cut test needs loop devices and mount: {reason}")
+
+
+@pytest.fixture
 def key() -> str:
     return generate_key()
 

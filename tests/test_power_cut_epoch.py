@@ -13,16 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import powerloss
-import pytest
 
 from vaultmem.git.journal import epoch, same_epoch
-
-
-@pytest.fixture
-def devices(tmp_path: Path) -> None:
-    reason = powerloss.unavailable(tmp_path)
-    if reason is not None:
-        pytest.skip(f"this test needs loop devices and mount: {reason}")
 
 
 def test_a_disk_attached_again_on_the_same_device_is_another_epoch(tmp_path: Path, devices: None) -> None:

@@ -38,13 +38,6 @@ FIFREEZE = 0xC0045877
 FITHAW = 0xC0045878
 
 
-@pytest.fixture
-def devices(tmp_path: Path) -> None:
-    reason = powerloss.unavailable(tmp_path)
-    if reason is not None:
-        pytest.skip(f"this test needs loop devices and mount: {reason}")
-
-
 def test_stock_git_reads_main_after_a_power_cut_that_followed_a_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, devices: None
 ) -> None:

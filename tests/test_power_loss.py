@@ -42,13 +42,6 @@ IMAGING_SECONDS = 20  # bounds each loop: the images, the writer (twice that), i
 JOURNALS = [pytest.param(True, id="ext4"), pytest.param(False, id="ext4-no-journal")]
 
 
-@pytest.fixture
-def devices(tmp_path: Path) -> None:
-    reason = powerloss.unavailable(tmp_path)
-    if reason is not None:
-        pytest.skip(f"the power-loss test needs loop devices and mount: {reason}")
-
-
 def power_cuts(base: Path, journal: bool, control: bool) -> list[Outcome]:
     """Image the vault's device IMAGES times while a writer works, then boot every image."""
     began = time.monotonic()

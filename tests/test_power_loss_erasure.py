@@ -52,13 +52,6 @@ os.write(1, b"done\n")
 """
 
 
-@pytest.fixture
-def devices(tmp_path: Path) -> None:
-    reason = powerloss.unavailable(tmp_path)
-    if reason is not None:
-        pytest.skip(f"the power-loss test needs loop devices and mount: {reason}")
-
-
 @pytest.mark.parametrize("journal", [pytest.param(True, id="ext4"), pytest.param(False, id="ext4-no-journal")])
 def test_an_acknowledged_erasure_survives_a_power_cut(devices: None, tmp_path: Path, journal: bool) -> None:
     key = generate_key()

@@ -264,13 +264,6 @@ class Lane:
         return bisect.bisect_left(self.acks, instant) - 1, bisect.bisect_left(self.starts, instant) - 1
 
 
-@pytest.fixture
-def devices(tmp_path: Path) -> None:
-    reason = powerloss.unavailable(tmp_path)
-    if reason is not None:
-        pytest.skip(f"the power-loss test needs loop devices and mount: {reason}")
-
-
 @contextlib.contextmanager
 def vault_rig(base: Path, mode: str) -> Iterator[powerloss.Rig]:
     with powerloss.rig(base, journal=mode != "no-journal") as rig:
