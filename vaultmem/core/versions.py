@@ -205,6 +205,7 @@ def _end_of(text: str, start: datetime) -> datetime:
 
 
 _DAYS = {"today": 0, "yesterday": 1}
+_CLOCK = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?![\d:])")  # 14:00, 9:30:15
 
 
 def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
@@ -220,6 +221,8 @@ def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
         return None  # a numeric date that is not ISO 8601 (11/01/2026) is ambiguous: refused
     if not re.fullmatch(r"[\w\s,.:+/-]+", text) or not re.search(r"[^\W\d_]{2,}", text):
         return None  # no word of a time (git's @{-1}, ~1, a lone "a"): dateparser would guess a date
+    if any(int(h) > 23 or int(m) > 59 or int(s or 0) > 59 for h, m, s in _CLOCK.findall(text)):
+        return None  # a time of day no clock shows (24:00, 9:75): dateparser would drop it and read the rest
     back = _DAYS.get(text.strip().lower())
     if back is not None:  # a day by its name: whole, as a date alone is (dateparser reads "today" as now)
         start = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)

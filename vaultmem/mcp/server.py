@@ -53,9 +53,10 @@ from mcp.types import (
 from mcp.types import Tool as MCPTool
 
 from vaultmem.anthropic.agent import memory_system_prompt
+from vaultmem.core import paths
 from vaultmem.core.lru import LRU
 from vaultmem.core.policy import Policy
-from vaultmem.errors import CommandError, StorageError, VaultError
+from vaultmem.errors import CommandError, InvalidPathError, NotFoundError, StorageError, VaultError
 from vaultmem.git.durable import WriterLock
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.guard import Guard
@@ -470,7 +471,8 @@ class MemoryServer:
             _log_storage_failure(name, err)
             return _error(str(err))
         except VaultError as err:
-            return _error(str(err) if str(err).startswith("Error:") else f"Error: {err}")
+            text = _in_mcp_words(err)
+            return _error(text if text.startswith("Error:") else f"Error: {text}")
         except Exception:  # never a traceback or a host path to the client
             log.exception("the tool %s failed", name)
             return _error(INTERNAL_ERROR)
@@ -505,12 +507,20 @@ class MemoryServer:
         for field in _SCHEMAS[name]["required"]:
             if field not in arguments:
                 raise VaultError(f"Error: {name} needs `{field}`.")
+        shown: str | None = arguments.get("path")
+        if shown is not None:
+            try:  # refused in the memory commands' words (MemoryCommands._path)
+                target = paths.parse(shown, existing=True)
+            except InvalidPathError as err:
+                raise VaultError(f"Error: Invalid `path`: {err.rule}. Use a path such as /memories/notes.txt.") from err
         if name == "history":
             limit = arguments.get("limit", 20)
             if limit < 1:
                 raise VaultError("Error: `limit` must be at least 1.")
-            versions = self.vault.history(path=arguments.get("path"), limit=limit)
+            versions = self.vault.history(path=shown, limit=limit)
             if not versions:
+                if shown is not None and self.vault.snapshot().kind(target) is None:
+                    raise _never_there(shown)
                 return "No versions yet."
             lines = []
             for v in versions:
@@ -527,9 +537,16 @@ class MemoryServer:
                 lines, cap, "History", "versions", "ask for fewer with `limit`, or for one file's with `path`."
             )
         if name == "read_version":
-            return self.vault.read(arguments["path"], at=arguments["version"])
-        diff = self.vault.diff(arguments["from_version"], arguments.get("to_version"), arguments.get("path"))
+            try:
+                return self.vault.read(arguments["path"], at=arguments["version"])
+            except NotFoundError:  # no such version, or no such file at it: unless the vault never held the path
+                if self._never_held(target):
+                    raise _never_there(arguments["path"]) from None
+                raise
+        diff = self.vault.diff(arguments["from_version"], arguments.get("to_version"), shown)
         if not diff:
+            if shown is not None and self._never_held(target):
+                raise _never_there(shown)
             return "No changes."
         return _capped(
             _lines_of(diff),
@@ -539,6 +556,31 @@ class MemoryServer:
             "ask for one file's with `path`, or for versions closer together.",
             joined="",
         )
+
+    def _never_held(self, target: paths.MemoryPath) -> bool:
+        """Whether ``target`` is not in the memory and no version ever held it (a mistyped path)."""
+        return self.vault.snapshot().kind(target) is None and not self.vault.history(path=target.text, limit=1)
+
+
+# The library's next steps (vaultmem.errors.STEPS), and its words for where
+# version ids are listed, said with this server's tools: its client runs no
+# command line.
+MCP_STEPS = {"versions": "Use `history` to list the vault's versions."}
+_CLI_WORDS = (("as `vaultmem log` shows them", "as `history` shows them"),)
+
+
+def _in_mcp_words(err: VaultError) -> str:
+    text = f"{err.fact} {MCP_STEPS[err.step]}" if err.step in MCP_STEPS else str(err)
+    for said, meant in _CLI_WORDS:
+        text = text.replace(said, meant)
+    return text
+
+
+def _never_there(shown: str) -> NotFoundError:
+    """What an audit tool answers for a path no version of the vault ever
+    held (a mistyped one), in the words of ``view`` for a missing path: not
+    the empty answer of a path that is there."""
+    return NotFoundError(f"Error: The path {shown} has no versions in this vault. Please provide a valid path.")
 
 
 def _lines_of(text: str) -> list[str]:
