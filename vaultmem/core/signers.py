@@ -257,7 +257,23 @@ class Signers:
         ``compromised``, for every time, so nothing they ever signed counts.
         A key revoked before (or rotated out) can still be revoked as
         compromised when it leaks later; it keeps the time it stopped."""
+        if not any(s.principal == principal for s in self.entries):
+            raise VaultError(
+                f"Error: {principal!r} is no signer of this vault (`vaultmem signer list` shows them); "
+                "nothing was changed."
+            )
         mine = [s for s in self.entries if s.principal == principal and (key is None or s.key == key)]
+        if not mine and key is not None:
+            owners = sorted({s.principal for s in self.by_key(key)})
+            raise VaultError(
+                f"Error: key {key.fingerprint} is not a key of {principal!r}"
+                f"{f' but of {owners[0]!r}' if owners else ''}; nothing was changed."
+            )
+        if key is not None and all(s.compromised or (s.revoked is not None and not compromised) for s in mine):
+            raise VaultError(
+                f"Error: key {key.fingerprint} of {principal!r} is already revoked"
+                f"{' as compromised' if any(s.compromised for s in mine) else ''}; nothing was changed."
+            )
         if compromised:
             targets = [s for s in mine if not s.compromised]
             if not targets:
@@ -280,7 +296,27 @@ class Signers:
             else s
             for s in self.entries
         )
+        if self.operators_left(now) and not Signers(changed).operators_left(now):
+            raise VaultError(
+                f"Error: {principal!r} holds the last operator key of this vault: revoking it would leave no one "
+                "able to add, rotate or revoke signers, for good. Nothing was changed. Add another operator first "
+                "(`vaultmem signer add NAME KEY.pub --operator`) and revoke it then; for a key that leaked, rotate "
+                f"it first (`vaultmem signer rotate {principal} NEW.pub`), then revoke the old one with "
+                "`--key OLD.pub --compromised`."
+            )
         return Signers(changed)
+
+    def operators_left(self, now: int) -> list[Signer]:
+        """The operator keys that can still change the signers at ``now`` or
+        later: neither revoked nor past their validity."""
+        return [
+            s
+            for s in self.entries
+            if s.operator
+            and s.revoked is None
+            and not s.compromised
+            and (s.valid_before is None or s.valid_before >= now)
+        ]
 
     # -- files -----------------------------------------------------------------
 

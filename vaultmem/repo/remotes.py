@@ -261,10 +261,11 @@ def list_remotes(repo: pygit2.Repository) -> list[Remote]:
 
 
 def check_url(url: str) -> None:
-    """Refuse a URL that could not be stored safely: empty, with a control
-    character, or holding a password (credentials never land in the vault's
+    """Refuse a URL that could not be stored safely or could never be
+    reached: empty, with a control character, a network URL naming no host,
+    or holding a password (credentials never land in the vault's
     config, a log or a message: use a credential helper or ssh-agent)."""
-    if not url or any(ord(c) < 32 for c in url):
+    if not isinstance(url, str) or not url.strip() or any(ord(c) < 32 for c in url):
         raise VaultError("Error: the remote's URL is empty or holds a control character.")
     try:
         parts = urlsplit(url)
@@ -279,6 +280,11 @@ def check_url(url: str) -> None:
             "Error: the URL holds a password, which would be stored in the vault's config; give the URL "
             "without it and let git's credential helper or ssh-agent supply it."
         )
+    if parts.scheme in ("http", "https", "ssh", "git") and not parts.hostname:
+        raise VaultError(
+            f"Error: the remote's URL names no server: one starting {parts.scheme}:// needs a host, such as "
+            f"{parts.scheme}://git.example.com/support.vault. Nothing was stored."
+        )
     if parts.scheme in ("http", "https") and parts.username:
         # Hosts take a token in the user name too (https://TOKEN@github.com/...): over http
         # a user name belongs with the password, in the environment or a credential helper.
@@ -290,13 +296,25 @@ def check_url(url: str) -> None:
 
 
 def add_remote(repo: pygit2.Repository, name: str, url: str) -> Remote:
-    if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        raise VaultError(f"Error: {name!r} is not a remote name: use letters, digits, '-', '_' and '.'.")
+    if (
+        not isinstance(name, str)
+        or not name
+        or not name.isascii()
+        or not name.replace("-", "").replace("_", "").replace(".", "").isalnum()
+    ):
+        # ASCII only, as the policy's sync_remote names a remote
+        raise VaultError(f"Error: {name!r} is not a remote name: use ASCII letters, digits, '-', '_' and '.'.")
+    if len(name) > 100:  # as the policy's sync_remote: refs/remotes/NAME/... must fit a file name
+        raise VaultError(f"Error: a remote name is at most 100 characters; this one has {len(name)}.")
     check_url(url)
     if any(r.name == name for r in repo.remotes):
         raise VaultError(f"Error: the vault already has a remote named {name!r}.")
     if local_path(url) is not None and not url.startswith("file:"):
         url = os.path.abspath(url)  # a path on this machine works from any folder
+    # what a remote of this name once held says nothing of this one's server (left by a sync
+    # that ended after the old remote's removal): its witness would call the new server's history cut short
+    with contextlib.suppress(KeyError, pygit2.GitError):
+        del repo.config[_witness_key(name)]
     try:
         repo.remotes.create(name, url, f"+refs/heads/*:refs/remotes/{name}/*")
     except ValueError:  # git's own rules on top: no '..', no leading '.', no '.lock' at the end
@@ -310,7 +328,62 @@ def add_remote(repo: pygit2.Repository, name: str, url: str) -> Remote:
 def remove_remote(repo: pygit2.Repository, name: str) -> None:
     if not any(r.name == name for r in repo.remotes):
         raise VaultError(f"Error: the vault has no remote named {name!r}.")
+    # libgit2 also deletes the settings of the branches that track it (branch.X.remote, .merge)
+    sections = {("remote", name)}
+    with contextlib.suppress(pygit2.GitError):
+        for entry in repo.config:
+            parts = entry.name.split(".")
+            if parts[0].lower() == "branch" and parts[-1].lower() == "remote" and entry.value == name:
+                sections.add(("branch", ".".join(parts[1:-1])))
     repo.remotes.delete(name)
+    _drop_empty_sections(Path(repo.path) / "config", sections)
+
+
+_HEADER = re.compile(r'\s*\[\s*([A-Za-z0-9-]+)\s+"((?:[^"\\\n]|\\.)*)"\s*\]\s*')
+
+
+def _drop_empty_sections(config: Path, sections: set[tuple[str, str]]) -> None:
+    """Remove the headers libgit2 leaves behind once it has deleted every
+    entry of a section (``[remote "NAME"]``, ``[branch "main"]``), with the
+    comments in them, as ``git remote remove`` does.  Written as git writes
+    its config (``config.lock``, then renamed over it); best effort: a config
+    that another program holds locked keeps the empty headers, which name
+    nothing."""
+    config = Path(os.path.realpath(config))  # a config that is a symlink stays one, as git keeps it
+    try:
+        lines = config.read_bytes().decode("utf-8").splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError):
+        return
+    kept: list[str] = []
+    index = 0
+    while index < len(lines):
+        end = index + 1
+        header = _HEADER.fullmatch(lines[index])
+        if header and (header[1].lower(), re.sub(r"\\(.)", r"\1", header[2])) in sections:
+            while end < len(lines) and (lines[end].strip() == "" or lines[end].lstrip()[:1] in ("#", ";")):
+                end += 1
+            if end == len(lines) or lines[end].lstrip().startswith("["):  # nothing is left in it
+                index = end
+                continue
+        kept.extend(lines[index:end])
+        index = end
+    if len(kept) == len(lines):
+        return
+    lock = config.with_name(config.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write("".join(kept).encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(lock, os.stat(config).st_mode & 0o7777)
+        os.replace(lock, config)
+    except OSError:
+        with contextlib.suppress(OSError):
+            lock.unlink()
 
 
 def _remote(repo: pygit2.Repository, name: str) -> pygit2.Remote:

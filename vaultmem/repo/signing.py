@@ -71,17 +71,32 @@ class Signing(Engine):
             self._refresh_signer_files()
             now = int(self.clock())
             current = self.signers
-            new: Signers = change(current, now)
-            authority = current if current else new
-            if not authority.is_operator(key.public, actor, now):
-                if current:
-                    problem = f"{actor!r} is not a valid operator of this vault's signers"
-                else:
+            # who may change the list is settled before what the change would do (the first
+            # change, which has no list to judge it by yet, by what it makes)
+            new: Signers = current if current else change(current, now)
+            if not new.is_operator(key.public, actor, now):
+                if not current and any(
+                    e.principal == actor and e.key == key.public and e.operator for e in new.entries
+                ):
+                    problem = (
+                        "the first operator's key signs this very change, so it must be valid now: give a "
+                        "--valid-after/--valid-before window that holds now (or neither)"
+                    )
+                elif not current:
                     problem = (
                         "the first signer must be an operator adding their own key: "
                         f"`vaultmem signer add {actor} KEY.pub --operator --actor {actor}`, signed by that key"
                     )
+                elif any(s.operator for s in current.current(actor, now)):
+                    problem = (
+                        f"the signing key {key.public.fingerprint} is not a valid operator key of {actor!r} "
+                        "(`vaultmem signer list` shows its keys)"
+                    )
+                else:
+                    problem = f"{actor!r} is not a valid operator of this vault's signers"
                 raise SigningError(f"Error: {problem}; nothing was changed.")
+            if current:
+                new = change(current, now)
             signed.write_signers(self._commits, self._seal, key.sign, new, subject, trailers, actor, session, now)
             # under the writer lock, so that two changes never leave git's files at the older one
             self._refresh_signer_files()

@@ -128,7 +128,10 @@ class Syncing(Shredding):
         return sharing.add_remote(self.repo, name, url)
 
     def remove_remote(self, name: str) -> None:
-        sharing.remove_remote(self.repo, name)
+        # after any pull or push running now: one that ends after the removal would write the
+        # remote's tracking refs and witness back, a remote half there that a new one of that name inherits
+        with one_sync(self.path):
+            sharing.remove_remote(self.repo, name)
 
     def push(self, remote: str = "origin", progress: Progress | None = None) -> sharing.Transfer:
         """Send this vault's new versions, keys and policy to ``remote``: only
