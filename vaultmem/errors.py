@@ -16,8 +16,11 @@ STEPS = {
     "use-key": "Open it with its key or key file, or set VAULTMEM_KEY.",
     "give-key": "Give its key, a key file or its passphrase, or set VAULTMEM_KEY.",
     "is-passphrase": "If it is a passphrase, open the vault with the passphrase instead.",
+    "give-passphrase": "Open it with its passphrase.",
     "new-key": "Pull with the new key.",
     "choose-policy": "Pull again with policy_from='ours' or policy_from='theirs' to say which side's values win.",
+    "import-replace": "Import into an empty vault, remove them first, or import with replace=True to make the memory "
+    "exactly the folder. Nothing was imported.",
 }
 
 

@@ -589,8 +589,11 @@ CLI_STEPS = {
     "use-key": f"Set {ENV_KEY} or use --key-file FILE.",
     "give-key": f"Set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase or --passphrase-file FILE.",
     "is-passphrase": f"If it is a passphrase, use --passphrase-file FILE, --passphrase or {ENV_PASSPHRASE}.",
+    "give-passphrase": f"Use --passphrase-file FILE or --passphrase, or set {ENV_PASSPHRASE} instead of {ENV_KEY}.",
     "new-key": f"Pull with the new key: --new-key-file FILE, or {ENV_NEW_KEY} or {ENV_NEW_PASSPHRASE}.",
     "choose-policy": "Pull again with --policy-from ours or --policy-from theirs to say which side's values win.",
+    "import-replace": "Import into an empty vault, remove them first, or give --replace to make the memory exactly "
+    "the folder. Nothing was imported.",
 }
 
 
@@ -725,8 +728,20 @@ def _key_args(
     if not create and args.command != "clone":  # a clone's vault is not there yet to be asked
         from vaultmem.vault import Vault
 
-        if Vault.protection(folder) == "key":  # no passphrase opens it: asking for one would mislead
+        protection = Vault.protection(folder)
+        if protection == "key":  # no passphrase opens it: asking for one would mislead
             raise UsageError(f"no key given: {folder} is protected by a key; set {ENV_KEY} or use --key-file FILE.")
+        if protection == "passphrase" and args.command == "mcp":  # MCP speaks on standard input
+            raise UsageError(
+                f"no passphrase given: {folder} is protected by a passphrase, which vaultmem mcp does not ask "
+                f"for; set {ENV_PASSPHRASE} or use --passphrase-file FILE."
+            )
+        if protection == "passphrase" and not _is_terminal(sys.stdin):
+            raise UsageError(
+                f"no passphrase given: {folder} is protected by a passphrase, and standard input is not a "
+                f"terminal to ask for it; set {ENV_PASSPHRASE}, use --passphrase-file FILE, or pipe it in with "
+                "--passphrase."
+            )
     if _is_terminal(sys.stdin) and args.command != "mcp":
         _refuse_before_asking(args, folder, create)
         return {"passphrase": _ask_passphrase(folder, create)}
@@ -866,7 +881,7 @@ def _read_file(vault: Vault, path: str, at: str | None) -> str:
 def _log_parser(commands: _Commands) -> None:
     log = commands.add_parser("log", help="list versions, newest first")
     log.add_argument("path", nargs="?", help="only versions that changed this file or folder")
-    log.add_argument("--limit", metavar="N", type=int, help="at most N versions")
+    log.add_argument("--limit", metavar="N", help="at most N versions")
     log.add_argument(
         "--since",
         metavar="TIME",
@@ -889,7 +904,7 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
         raise UsageError(f"{args.memory_command!r} is not a memory command. {hint}")
     versions = vault.history(
         args.path,
-        limit=args.limit,
+        limit=_at_least_one(args.limit, "--limit", "versions", "; leave it out to list them all"),
         since=args.since,
         until=args.until,
         actor=args.actor,
@@ -903,6 +918,16 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
         for line in log_lines(versions):
             print(painted_log_line(line, on))
     return 0
+
+
+def _at_least_one(value: str | None, option: str, unit: str, hint: str = "") -> int | None:
+    """The whole number an option was given (None: not given), or a refusal
+    naming the option and what it takes."""
+    if value is None:
+        return None
+    if re.fullmatch(r"[0-9]+", value) and int(value) >= 1:
+        return int(value)
+    raise UsageError(f"{option} takes a whole number of {unit}, at least 1 (got {value!r}){hint}.")
 
 
 def _show_parser(commands: _Commands) -> None:
@@ -1040,6 +1065,11 @@ def _restore(vault: Vault, args: argparse.Namespace) -> int:
         print_json({"from": source.id, "path": args.path, "version": new.id if new else None})
     elif new is None:
         print(f"Nothing to restore: {what} is already as it was at {short(source.id)}.")
+    elif args.path is not None and not _holds(vault, args.path, source.id):  # restored to its absence
+        print(
+            f"Removed {what}: it did not exist at {short(source.id)} (restored to its absence); "
+            f"new version {short(new.id)}."
+        )
     else:
         print(f"Restored {what} as it was at {short(source.id)}: new version {short(new.id)}.")
     return 0
@@ -1056,17 +1086,18 @@ def _holds(vault: Vault, path: str, at: str | None) -> bool:
 
 def _undo_parser(commands: _Commands) -> None:
     undo = commands.add_parser("undo", help="make the memory as it was N versions ago, as a new version")
-    undo.add_argument("n", metavar="N", nargs="?", type=int, default=1, help="how many versions back (default 1)")
+    undo.add_argument("n", metavar="N", nargs="?", default="1", help="how many versions back (default 1)")
     _who(undo, "cli")
     _json(undo)
 
 
 def _undo(vault: Vault, args: argparse.Namespace) -> int:
-    new = vault.undo(args.n, actor=args.actor, session=args.session)
-    last = "the last version" if args.n == 1 else f"the last {args.n} versions"
+    n = _at_least_one(args.n, "undo", "versions") or 1
+    new = vault.undo(n, actor=args.actor, session=args.session)
+    last = "the last version" if n == 1 else f"the last {n} versions"
     if args.json:
         restored = new.restored_from if new and new.restored_from != NO_VERSION else None
-        print_json({"undone": args.n, "version": new.id if new else None, "as_at": restored})
+        print_json({"undone": n, "version": new.id if new else None, "as_at": restored})
     elif new is None:
         print(f"Nothing to undo: undoing {last} would not change the memory.")
     elif new.restored_from and new.restored_from != NO_VERSION:
@@ -1082,16 +1113,15 @@ def _import_parser(commands: _Commands) -> None:
     imp.add_argument(
         "--replace", action="store_true", help="make the memory exactly the folder (default: add, refuse clashes)"
     )
-    imp.add_argument(
-        "--max-file-bytes", metavar="N", type=int, help="largest file accepted (default: the vault's policy)"
-    )
+    imp.add_argument("--max-file-bytes", metavar="N", help="largest file accepted (default: the vault's policy)")
     _who(imp, "cli")
     _json(imp)
 
 
 def _import(vault: Vault, args: argparse.Namespace) -> int:
+    most = _at_least_one(args.max_file_bytes, "--max-file-bytes", "bytes")
     result = vault.import_folder(
-        args.folder, replace=args.replace, actor=args.actor, session=args.session, max_file_bytes=args.max_file_bytes
+        args.folder, replace=args.replace, actor=args.actor, session=args.session, max_file_bytes=most
     )
     source = Path(args.folder) if Path(args.folder).name == "memories" else Path(args.folder) / "memories"
     if args.json:
@@ -1186,7 +1216,18 @@ def _expire_parser(commands: _Commands) -> None:
     _who(expire, "cli")
 
 
+def _with_unit(value: str | None, option: str) -> None:
+    """Refuse an age given as a bare number: read as seconds, ``--keep-for
+    365`` would erase every version older than six minutes, not a year."""
+    if value is not None and re.fullmatch(r"\s*[0-9]+\s*", value):
+        n = value.strip()
+        raise UsageError(
+            f"{option} {n} has no unit: write {n}d for days (or {n}s, {n}m, {n}h, {n}w). Nothing was changed."
+        )
+
+
 def _expire(vault: Vault, args: argparse.Namespace) -> int:
+    _with_unit(args.unread_for, "--unread-for")
     result = vault.expire(args.unread_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
     if args.json:
         print_json(
@@ -1459,6 +1500,7 @@ def _retention(vault: Vault, args: argparse.Namespace) -> int:
             "this vault's policy sets no content_retention; set one (`vaultmem policy set content_retention=365d`) "
             "or give --keep-for AGE."
         )
+    _with_unit(args.keep_for, "--keep-for")
     result = vault.apply_retention(args.keep_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
     return _erasure_report(result, args)
 
@@ -1830,6 +1872,7 @@ def _clone_parser(commands: _Commands) -> None:
 def _clone(args: argparse.Namespace) -> int:
     from vaultmem.vault import Vault
 
+    _check_clone_folder(args.path)
     source = _key_args(args, create=False, folder=args.path)
     with ProgressBar("clone") as bar, Vault.clone(args.url, args.path, progress=bar, **source) as vault:
         count = len(vault.history())
@@ -1838,6 +1881,23 @@ def _clone(args: argparse.Namespace) -> int:
     else:
         print(f"Cloned {args.url} into {args.path}: {count} version{'s' if count != 1 else ''}.")
     return 0
+
+
+def _check_clone_folder(path: str) -> None:
+    """Refuse, before any work, a clone whose folder cannot be made: the clone
+    is made beside it (in its parent, or the nearest folder above that exists)
+    and renamed into place, so that folder must be one the user can write."""
+    above = Path(path).parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    shown = str(above)  # as the user gave it: relative stays relative
+    if not above.is_dir():
+        raise UsageError(f"cannot clone into {path}: {shown} is a file, not a folder. Nothing was made.")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"cannot clone into {path}: the folder {shown} cannot be written (permission denied); "
+            "choose a folder you can write to. Nothing was made."
+        )
 
 
 def _remote_parser(commands: _Commands) -> _Commands:

@@ -23,7 +23,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -167,11 +167,13 @@ def check_new_passphrase(passphrase: object) -> None:
 
 
 def read_secret_file(path: str | os.PathLike[str], what: str) -> str:
-    """The text of a key or passphrase file, refusing one that others could read."""
+    """The text of a key or passphrase file, refusing one that others could
+    read.  ``what`` names the file in every error: the kind and the path as
+    given (``key file vault.key``)."""
     try:
         st = os.stat(path)
     except OSError as err:
-        raise BadKeyError(f"Error: cannot read the {what}: {err.strerror}.") from err
+        raise BadKeyError(f"Error: cannot read the {what}: {_reason(err)}.") from err
     if not stat.S_ISREG(st.st_mode):
         raise BadKeyError(f"Error: the {what} is not a regular file.")
     if st.st_mode & 0o077:
@@ -182,21 +184,30 @@ def read_secret_file(path: str | os.PathLike[str], what: str) -> str:
     try:
         with open(path, encoding="utf-8-sig") as fh:  # a BOM, as Windows Notepad saves one, is not the secret
             return fh.read()
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:  # not permitted (another user's file): not a matter of its text
+        raise BadKeyError(f"Error: cannot read the {what}: {_reason(err)}.") from err
+    except UnicodeDecodeError as err:
         raise BadKeyError(f"Error: cannot read the {what}: it is not readable UTF-8 text.") from err
+
+
+def _reason(err: OSError) -> str:
+    """The system's reason, as part of a sentence: "no such file or directory"."""
+    reason = err.strerror or str(err)
+    return reason[:1].lower() + reason[1:]
 
 
 def read_key_file(path: str | os.PathLike[str]) -> UserKey:
     """Load a user key from a file, refusing one that others could read."""
-    return UserKey.from_string(read_secret_file(path, "key file"), source="key file")
+    key = UserKey.from_string(read_secret_file(path, f"key file {os.fspath(path)}"), source="key file")
+    return replace(key, source=f"key file {os.fspath(path)}")  # a wrong key names the file
 
 
 def read_passphrase_file(path: str | os.PathLike[str]) -> str:
     """A passphrase from the first line of a file (mode 0600, as a key file),
     without a leading BOM; spaces around it are kept, as part of it."""
-    lines = read_secret_file(path, "passphrase file").splitlines()
+    lines = read_secret_file(path, f"passphrase file {os.fspath(path)}").splitlines()
     if not lines or not lines[0]:
-        raise BadKeyError("Error: the passphrase file is empty: its first line is the passphrase.")
+        raise BadKeyError(f"Error: the passphrase file {os.fspath(path)} is empty: its first line is the passphrase.")
     return lines[0]
 
 
@@ -589,6 +600,16 @@ class Keyring:
             named = doc.get("names")
             names = Names(user_key.fernet.decrypt(named["wrapped"].encode("ascii"))) if named is not None else None
         except InvalidToken as err:
+            protector = doc.get("protector")
+            if (
+                isinstance(protector, dict)
+                and protector.get("kind") == "passphrase"
+                and user_key.source != "passphrase"
+            ):
+                raise WrongKeyError(  # a key given to a vault no key opens: say what does
+                    f"Error: the {user_key.source} given does not open this vault: it is protected by a passphrase.",
+                    step="give-passphrase",
+                ) from err
             raise WrongKeyError(f"Error: the {user_key.source} given does not open this vault.") from err
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise NotAVaultError("Error: the vault's keyring is malformed; the folder is damaged.") from err

@@ -245,7 +245,7 @@ class SigningKey:
     def load(cls, path: str | os.PathLike[str], passphrase: str | None = None) -> SigningKey:
         """A key file, refused when others can read it (as ``ssh`` does)."""
         _refuse_public_file(path)
-        return cls.from_text(read_secret_file(path, "signing key"), passphrase)
+        return cls.from_text(read_secret_file(path, f"signing key {os.fspath(path)}"), passphrase)
 
     def to_text(self, passphrase: str | None = None) -> str:
         encryption: serialization.KeySerializationEncryption = (

@@ -284,8 +284,9 @@ def apply_retention(
         targets, shared = retention_targets(store, period, when, snap)
         return targets
 
-    days = keep_for // 86400
-    older = f"{days} days" if keep_for % 86400 == 0 else f"{keep_for} seconds"
+    days, rest = divmod(keep_for, 86400)
+    count, unit = (days, "day") if rest == 0 else (keep_for, "second")
+    older = f"{count} {unit}{'' if count == 1 else 's'}"
     result = erase(
         store,
         collect,

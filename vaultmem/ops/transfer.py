@@ -140,8 +140,10 @@ def memory_root(folder: str | os.PathLike[str]) -> Path:
     base = Path(folder)
     root = base if base.name == MEMORIES else base / MEMORIES
     if not root.is_dir() or root.is_symlink():
+        missing = not base.exists() and not base.is_symlink()  # a mistyped folder: named as typed
+        wrong = f"{str(base)!r} does not exist" if missing else f"{str(root)!r} is not a folder"
         raise VaultError(
-            f"Error: {str(root)!r} is not a folder. Give the folder the SDK's BetaLocalFilesystemMemoryTool "
+            f"Error: {wrong}. Give the folder the SDK's BetaLocalFilesystemMemoryTool "
             f"used as base_path (default ./memory), or its {MEMORIES}/ folder."
         )
     return root
@@ -319,13 +321,13 @@ def _import_once(
         if replace:
             change.restores.append((root, None))
         else:
-            clashes = [str(p) for p in (_in_the_way(snap, path) for path, _ in files) if p is not None]
+            clashes = sorted({str(p) for p in (_in_the_way(snap, path) for path, _ in files) if p is not None})
             if clashes:
-                shown = ", ".join(sorted(set(clashes))[:5]) + (" ..." if len(set(clashes)) > 5 else "")
+                shown = ", ".join(clashes[:5]) + (" ..." if len(clashes) > 5 else "")
+                # the next step names replace=True (--replace on the command line)
                 raise AlreadyExistsError(
-                    f"Error: cannot import: {len(set(clashes))} path(s) already exist in the vault ({shown}). "
-                    "Import into an empty vault, remove them first, or replace the whole memory. "
-                    "Nothing was imported."
+                    f"Error: cannot import: {len(clashes)} path(s) already exist in the vault ({shown}).",
+                    step="import-replace",
                 )
         _check_quotas(policy, snap, files, replace)
         for path, data in files:
