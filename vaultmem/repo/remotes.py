@@ -28,6 +28,7 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -775,9 +776,19 @@ def _push_local(
     _clear_stale_incoming(server)
     token = server / INCOMING / f"{_HOST}-{os.getpid()}-{secrets.token_hex(4)}"
     staged = {ref: f"{token.relative_to(server)}/{short_name(ref)}" for ref, _, _ in moves}
+    shared = _shared_perm(server)
     try:
+        if shared is not None:  # made here, so that the group's other members can push beside this one
+            with contextlib.suppress(OSError):
+                token.mkdir(parents=True, exist_ok=True)
+            _share(token.parent, shared)
+            _share(token, shared)
         _send(repo, name, [f"{ref}:{staged[ref]}" for ref, _, _ in moves], progress)
-        _move_branches(name, server, token, moves)
+        if shared is not None:  # the packs libgit2 wrote, as the server's user's umask left them
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(server / "objects" / "pack"):
+                    _share(Path(entry.path), shared)
+        _move_branches(name, server, token, moves, shared)
     finally:
         _remove_incoming(token)
 
@@ -810,7 +821,11 @@ def _prune_server_keyrings(server: Path, moves: list[tuple[str, pygit2.Oid | Non
 
 
 def _move_branches(
-    name: str, server: Path, token: Path, moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]]
+    name: str,
+    server: Path,
+    token: Path,
+    moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]],
+    shared: tuple[int, bool] | None = None,
 ) -> None:
     try:
         durable.sync_filesystem(server)  # the objects, before a ref names them
@@ -828,6 +843,7 @@ def _move_branches(
             # lock the next push from this machine can prove its own.
             made = token / f"{LOCKING}{short_name(target)}"
             _write_synced(made, f"{new}\n".encode("ascii"))
+            _share(made, shared)  # the branch's file once moved into place
             _move_server_ref(name, server, target, old, made, new)
     except OSError as err:
         raise _transport_error(name, err) from err
@@ -903,6 +919,46 @@ def _clear_own_lock(lock: Path, made: str) -> None:
             lock.unlink()
 
 
+def _shared_perm(server: Path) -> tuple[int, bool] | None:
+    """What the server's ``core.sharedRepository`` asks of the files a push
+    makes there, as git reads it: (the bits, whether they replace the file's
+    own), or None when it asks for nothing (each user's umask stands)."""
+    try:
+        value = str(pygit2.Config(str(server / "config"))["core.sharedRepository"]).strip().lower()
+    except (KeyError, pygit2.GitError, OSError, ValueError):
+        return None
+    if value in ("group", "true", "yes", "on", "1"):
+        return 0o660, False
+    if value in ("all", "world", "everybody", "2"):
+        return 0o664, False
+    if re.fullmatch(r"0[0-7]{1,4}", value) and int(value, 8) & 0o600 == 0o600:
+        return int(value, 8) & 0o666, True
+    return None
+
+
+def _share(path: Path, shared: tuple[int, bool] | None) -> None:
+    """Give ``path`` the permissions a shared repository asks for, as git's
+    ``adjust_shared_perm`` does: read-only files stay read-only, folders
+    get the matching search bits and keep their group for what is made in
+    them.  Best effort: a file another user owns keeps its mode."""
+    if shared is None:
+        return
+    tweak, replaces = shared
+    with contextlib.suppress(OSError):
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            return
+        if not mode & stat.S_IWUSR:
+            tweak &= ~0o222
+        if mode & stat.S_IXUSR:
+            tweak |= (tweak & 0o444) >> 2
+        wanted = (stat.S_IMODE(mode) & ~0o777 | tweak) if replaces else (stat.S_IMODE(mode) | tweak)
+        if stat.S_ISDIR(mode):
+            wanted |= (wanted & 0o444) >> 2 | stat.S_ISGID
+        if wanted != stat.S_IMODE(mode):
+            os.chmod(path, wanted)
+
+
 def _write_synced(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
     try:
@@ -976,7 +1032,13 @@ def _log_server_ref(server: Path, ref: str, old: pygit2.Oid | None, new: pygit2.
                 return
             if wanted != "always" and not (wanted in ("true", "yes", "on", "1") and ref.startswith("refs/heads/")):
                 return
-            log.parent.mkdir(parents=True, exist_ok=True)
+            shared = _shared_perm(server)
+            for folder in reversed(log.relative_to(server).parents[:-1]):
+                if not (server / folder).exists():
+                    (server / folder).mkdir(exist_ok=True)
+                    _share(server / folder, shared)
+            os.close(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
+            _share(log, shared)
         zero = "0" * len(str(new))
         line = f"{old if old is not None else zero} {new} vaultmem <vaultmem@{_HOST}> {int(time.time())} +0000\tpush\n"
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)

@@ -22,6 +22,7 @@ from vaultmem.core.policy import Policy
 from vaultmem.errors import (
     BusyError,
     ConflictError,
+    IntegrityError,
     VaultError,
 )
 from vaultmem.git import durable
@@ -258,7 +259,17 @@ class Syncing(Shredding):
                     )
                 if step != "none":
                     assert theirs is not None
-                    sharing.check_commits(repo, local, theirs, keyring)
+                    try:
+                        sharing.check_commits(repo, local, theirs, keyring)
+                    except IntegrityError as err:
+                        if their_ring is None and "which is not in the keyring" in str(err):
+                            raise IntegrityError(
+                                f"Error: the remote {remote!r} has no vaultmem-keyring branch (deleted on the "
+                                f"server?), and its {sharing.short_name(ref)} holds versions sealed with data keys "
+                                "this vault lacks. A push from a clone that has them puts the keyring back; then "
+                                "pull again. Nothing was changed."
+                            ) from err
+                        raise
                     steps[ref] = (step, local, theirs)
                 if ref == SIGNERS_REF and step != "none":
                     assert theirs is not None
