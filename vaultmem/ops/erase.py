@@ -40,10 +40,11 @@ from vaultmem.core.crypto import Erasure
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.values import is_unicode
 from vaultmem.core.versions import Filters, Version
-from vaultmem.errors import NotFoundError, VaultError
+from vaultmem.errors import ConflictError, NotFoundError, VaultError
 from vaultmem.git import commits, objects
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.ops import find as finding
+from vaultmem.repo import keys
 from vaultmem.repo.engine import _check_label
 from vaultmem.repo.history import before_rename, walk_named
 from vaultmem.repo.store import Change, Store
@@ -411,6 +412,13 @@ def erase(
         raise VaultError(
             "Error: this vault is in storage format 1, where file versions share their keys, so none can be "
             "erased alone. Run `vaultmem migrate` (Vault.migrate()) first: versions written after it can be erased."
+        )
+    checked_out = keys.keyring_worktrees(store.repo)
+    if checked_out and not dry_run:
+        raise ConflictError(
+            f"Error: the git worktree {checked_out[0]}{' and more' if len(checked_out) > 1 else ''} has the "
+            "vault's keyring checked out: its files hold a copy of the keys this erasure would destroy. Remove it "
+            f"(`git worktree remove --force {checked_out[0]}`), then run the erasure again; nothing was changed."
         )
     if callable(targets):
         collect: Collect = targets

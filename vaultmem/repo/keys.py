@@ -136,9 +136,12 @@ def keyring_objects(repo: pygit2.Repository, tips: list[pygit2.Oid]) -> set[byte
     return out
 
 
-def keyring_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
+def keyring_tips(repo: pygit2.Repository, *, copies: bool = True) -> list[pygit2.Oid]:
     """The keyring branch and every other ref naming a keyring (a remote's,
-    an incoming push's)."""
+    an incoming push's, and with ``copies`` one an operator copied in with
+    git under a name of their own, or a fetch named in ``FETCH_HEAD`` alone:
+    a commit whose tree holds the keyring file alone, which goes with the
+    keyrings an erasure replaces)."""
     tips: list[pygit2.Oid] = []
     for name in repo.references:
         if name == KEYRING_REF or name.endswith("/vaultmem-keyring"):
@@ -146,7 +149,90 @@ def keyring_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
                 target = repo.references[name].resolve().target
                 if isinstance(target, pygit2.Oid):
                     tips.append(target)
+    if copies:
+        tips += [commit.id for _, commit in _keyring_copies(repo)]
     return tips
+
+
+def _keyring_copies(repo: pygit2.Repository) -> list[tuple[str, pygit2.Commit]]:
+    """The keyring commits refs other than the keyring branch name (through
+    tags), and those ``FETCH_HEAD`` names, each with the name naming it."""
+    named: list[tuple[str, pygit2.Oid]] = []
+    for name in repo.references:
+        if name != KEYRING_REF:
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                target = repo.references[name].resolve().target
+                if isinstance(target, pygit2.Oid):
+                    named.append((name, target))
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in (Path(repo.path) / "FETCH_HEAD").read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                named.append(("FETCH_HEAD", pygit2.Oid(hex=line[:40])))
+    out: list[tuple[str, pygit2.Commit]] = []
+    for name, oid in named:
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            commit = repo[oid].peel(pygit2.Commit)
+            if _is_keyring(commit):
+                out.append((name, commit))
+    return out
+
+
+def lagging_copies(repo: pygit2.Repository) -> list[tuple[str, pygit2.Oid]]:
+    """The refs (or ``FETCH_HEAD``), with the keyring each names, naming a
+    keyring that lacks some erasure the vault's keyring records: it may
+    still hold the keys those erasures destroyed (a clone's keyring fetched
+    in with git before the erasure reached that clone).  Such a copy goes
+    like a replaced one."""
+    current = repo.references.get(KEYRING_REF)
+    try:
+        target = current.resolve().target if current is not None else None
+        erased = set(Keyring.parse(keyring_blob(repo, target)).get("erased") or {}) if target is not None else set()
+    except (NotAVaultError, KeyError, ValueError, pygit2.GitError):
+        return []
+    if not erased:
+        return []
+    out: list[tuple[str, pygit2.Oid]] = []
+    for name, commit in _keyring_copies(repo):
+        with contextlib.suppress(NotAVaultError, KeyError, ValueError, pygit2.GitError):
+            if commit.id != target and not erased <= set(
+                Keyring.parse(keyring_blob(repo, commit.id)).get("erased") or {}
+            ):
+                out.append((name, commit.id))
+    return out
+
+
+def keyring_worktrees(repo: pygit2.Repository) -> list[str]:
+    """The folders of git worktrees (``git worktree add``) with a keyring
+    checked out: their files hold a copy of its keys, and their index names
+    its objects, so an erasure removing them would leave git unable to
+    ``gc`` the vault."""
+    base = Path(repo.path) / "worktrees"
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    out: list[str] = []
+    for name in names:
+        admin = base / name
+        with contextlib.suppress(OSError, UnicodeDecodeError, KeyError, ValueError, pygit2.GitError):
+            head = (admin / "HEAD").read_text(encoding="utf-8").strip()
+            if head.startswith("ref:"):
+                ref = repo.references.get(head[len("ref:") :].strip())
+                if ref is None:
+                    continue
+                commit = ref.resolve().peel(pygit2.Commit)
+            else:
+                commit = repo[pygit2.Oid(hex=head)].peel(pygit2.Commit)
+            if _is_keyring(commit):
+                where = (admin / "gitdir").read_text(encoding="utf-8").strip()
+                out.append(str(Path(where).parent) if where else name)
+    return out
+
+
+def _is_keyring(commit: pygit2.Commit) -> bool:
+    """Whether ``commit`` is a keyring commit: its tree holds the keyring file alone."""
+    tree = commit.tree
+    return len(tree) == 1 and tree[0].name == KEYRING_FILE
 
 
 def check_unchanged(repo: pygit2.Repository, keyring: Keyring) -> None:

@@ -169,7 +169,11 @@ class Shredding(Engine):
         brought back; under the writer lock."""
         self._erasure_checked = True
         self._finish_destroying()
-        if keys.pending(self.path) or any(self.repo.odb.exists(oid.hex()) for oid in keys.replaced(self.path)):
+        if (
+            keys.pending(self.path)
+            or any(self.repo.odb.exists(oid.hex()) for oid in keys.replaced(self.path))
+            or keys.lagging_copies(self.repo)
+        ):
             self._finish_removal("erasure")
 
     def _finish_destroying(self) -> None:
@@ -212,6 +216,7 @@ class Shredding(Engine):
             not self._pending_doomed() - keep
             and not self._stray_keyrings(keep)
             and not self._fetched_keyrings(self.repo, keep)
+            and not keys.lagging_copies(self.repo)
         ):
             if keys.pending(self.path):  # a record of nothing left: a move that never happened
                 with contextlib.suppress(OSError):
@@ -306,7 +311,7 @@ class Shredding(Engine):
                 with contextlib.suppress(BusyError):
                     self._finish_removal("erasure")
                 return
-            current = keys.keyring_objects(repo, keys.keyring_tips(repo))
+            current = keys.keyring_objects(repo, keys.keyring_tips(repo, copies=False))
             doomed = self._stray_keyrings(current) | self._fetched_keyrings(repo, current)
             if doomed:
                 naming, tags = _refs_naming(repo, doomed)

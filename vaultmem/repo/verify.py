@@ -14,7 +14,8 @@ Walks every commit of ``main`` and every object it reaches, and checks:
   ``shallow`` or ``info/grafts`` file, or a replace ref;
 - that no copy of a keyring an erasure or a migration replaced is still on
   the disk, as far as vaultmem's records of them tell (one cut short, or
-  brought back by a fetch);
+  brought back by a fetch), and no ref names a keyring lacking erasures the
+  vault's keyring records (another clone's, copied in with git);
 - that every commit of the keyring branch was made by vaultmem and holds no
   older keyring than its parent's (an old copy put back on top);
 - each commit's dates, each pack index (its checksum, the pack it names),
@@ -647,6 +648,15 @@ def _replaced_keyrings(repo: pygit2.Repository, checker: Verifier) -> None:
             f"{_plural(len(left), 'object')} of a keyring replaced by an erasure or a migration "
             f"({left[0][:12]}{', ...' if len(left) > 1 else ''}) {'is' if len(left) == 1 else 'are'} still on the "
             "disk, with keys it destroyed: run the same erasure (or `vaultmem migrate`) again to remove them",
+        )
+    elif copies := sorted(keys.lagging_copies(repo), key=lambda copy: (copy[0] == "FETCH_HEAD", copy[0])):
+        checker._commit = ""
+        checker.find(
+            "erasure",
+            None,
+            f"{copies[0][0]}{' and more' if len(copies) > 1 else ''} names a keyring ({str(copies[0][1])[:10]}) "
+            "that lacks erasures this vault made, so it may still hold the keys they destroyed (a clone's keyring "
+            "copied in with git): run the same erasure again, or any write, to remove it",
         )
     elif keys.due(gitdir) - keep and (held := prune.git_leftovers(gitdir)):
         checker._commit = ""
