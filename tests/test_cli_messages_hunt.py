@@ -5,13 +5,13 @@ option, the folder) and what to do, and changes nothing."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import FakeClock
+from test_first_hour_hunt3 import _run
 
 from vaultmem import Vault, VaultMemoryTool, generate_key
 from vaultmem.cli.app import main
@@ -25,25 +25,6 @@ def _no_vaultmem_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("VAULTMEM_"):
             monkeypatch.delenv(name)
-
-
-def _run(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, drop_root: bool = False
-) -> subprocess.CompletedProcess[str]:
-    """`vaultmem ARGS` in ``cwd``, standard input not a terminal; with
-    ``drop_root``, folder permissions bind even for root."""
-    command = [sys.executable, "-m", "vaultmem", *args]
-    if drop_root and os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: permissions do not bind")
-        caps = "-dac_override,-dac_read_search,-fowner"
-        command = [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", *command]
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
-    environ.update(PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.run(
-        command, capture_output=True, text=True, env=environ, cwd=cwd, stdin=subprocess.DEVNULL, timeout=120
-    )
 
 
 def _one_line(stderr: str) -> str:
@@ -236,7 +217,7 @@ def test_a_clone_below_a_file_says_so_in_vaultmems_words(tmp_path: Path) -> None
     key = generate_key()
     _vault(tmp_path, key)
     (tmp_path / "notes.txt").write_text("a file\n", encoding="utf-8")
-    done = _run("clone", "v", "notes.txt/copy", cwd=tmp_path, env={"VAULTMEM_KEY": key})
+    done = _run("clone", "v", "notes.txt/copy", cwd=tmp_path, env={"VAULTMEM_KEY": key}, drop_root=False)
     assert done.returncode == 2
     assert _one_line(done.stderr) == (
         "vaultmem: cannot clone into notes.txt/copy: notes.txt is a file, not a folder. Nothing was made."
@@ -249,7 +230,7 @@ def test_a_clone_below_a_file_says_so_in_vaultmems_words(tmp_path: Path) -> None
 
 def test_a_passphrase_vault_without_a_terminal_says_it_needs_its_passphrase(tmp_path: Path) -> None:
     Vault.init(tmp_path / "p.vault", passphrase=PASSPHRASE).close()
-    done = _run("--vault", "p.vault", "ls", cwd=tmp_path)
+    done = _run("--vault", "p.vault", "ls", cwd=tmp_path, drop_root=False)
     assert done.returncode == 2 and done.stdout == ""
     assert _one_line(done.stderr) == (
         "vaultmem: no passphrase given: p.vault is protected by a passphrase, and standard input is not a "
@@ -299,7 +280,7 @@ def test_a_key_given_to_a_passphrase_vault_says_it_takes_a_passphrase(tmp_path: 
     """After `vaultmem key change` to a passphrase, the old key (still in
     VAULTMEM_KEY) was only told it "does not open this vault"."""
     Vault.init(tmp_path / "p.vault", passphrase=PASSPHRASE).close()
-    done = _run("--vault", "p.vault", "ls", cwd=tmp_path, env={"VAULTMEM_KEY": generate_key()})
+    done = _run("--vault", "p.vault", "ls", cwd=tmp_path, env={"VAULTMEM_KEY": generate_key()}, drop_root=False)
     assert done.returncode == 2 and done.stdout == ""
     assert _one_line(done.stderr) == (
         "vaultmem: the VAULTMEM_KEY environment variable given does not open this vault: it is protected by a "

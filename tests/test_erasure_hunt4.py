@@ -28,14 +28,10 @@ def erased_blobs(vault: Vault, path: str) -> list[bytes]:
     return [vault.read_blob(bytes.fromhex(v.blob)) for v in listed]
 
 
-def test_a_keyring_fetched_from_another_clone_under_any_name_goes_with_the_erasure(
-    vault: Vault, vault_path: Path, key: str, tmp_path: Path
-) -> None:
-    """Another clone erased something else and has not pushed; an operator
-    copied its keyring into this vault with stock git under a branch name of
-    their own.  That keyring still holds the key of what this vault then
-    erases: the erasure left it (and `verify` said nothing), so the key that
-    opens the erased version stayed in the vault folder."""
+def _another_clone_erased_other(vault: Vault, key: str, tmp_path: Path) -> None:
+    """Two files in ``vault``, pushed to a server; a clone of it (b.vault)
+    erases the other file and does not push, so its keyring lacks the
+    erasure this vault makes next, and still holds the key of ada.md."""
     write(vault, command="create", path="/memories/ada.md", file_text=f"email: {MARKER}\n")
     write(vault, command="create", path="/memories/other.md", file_text="unrelated\n")
     server = tmp_path / "srv.git"
@@ -44,6 +40,17 @@ def test_a_keyring_fetched_from_another_clone_under_any_name_goes_with_the_erasu
     vault.push()
     other = Vault.clone(str(server), tmp_path / "b.vault", key=key)
     other.forget("/memories/other.md", reason="another request", actor="ops")
+
+
+def test_a_keyring_fetched_from_another_clone_under_any_name_goes_with_the_erasure(
+    vault: Vault, vault_path: Path, key: str, tmp_path: Path
+) -> None:
+    """Another clone erased something else and has not pushed; an operator
+    copied its keyring into this vault with stock git under a branch name of
+    their own.  That keyring still holds the key of what this vault then
+    erases: the erasure left it (and `verify` said nothing), so the key that
+    opens the erased version stayed in the vault folder."""
+    _another_clone_erased_other(vault, key, tmp_path)
     git(vault_path, "fetch", "--quiet", str(tmp_path / "b.vault"), "vaultmem-keyring:refs/heads/b-keyring")
     git(vault_path, "tag", "-a", "-m", "their keyring", "b-keyring-tag", "b-keyring")
     blobs = erased_blobs(vault, "/memories/ada.md")
@@ -67,14 +74,7 @@ def test_a_keyring_fetched_in_after_the_erasure_that_still_holds_its_keys_is_rep
     """The same copy, fetched in after the erasure: `verify` said "no
     problems found" and the same erasure run again said "Nothing to erase",
     both leaving the key that opens the erased version in the vault folder."""
-    write(vault, command="create", path="/memories/ada.md", file_text=f"email: {MARKER}\n")
-    write(vault, command="create", path="/memories/other.md", file_text="unrelated\n")
-    server = tmp_path / "srv.git"
-    subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(server)], check=True)
-    vault.add_remote("origin", str(server))
-    vault.push()
-    other = Vault.clone(str(server), tmp_path / "b.vault", key=key)
-    other.forget("/memories/other.md", reason="another request", actor="ops")
+    _another_clone_erased_other(vault, key, tmp_path)
     blobs = erased_blobs(vault, "/memories/ada.md")
     vault.forget("/memories/ada.md", reason="GDPR request 4411", actor="ops")
 

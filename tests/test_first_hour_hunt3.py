@@ -19,11 +19,14 @@ from vaultmem.cli.app import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`vaultmem ARGS` in ``cwd``, where folder permissions bind even for root
-    (its capabilities to ignore them dropped)."""
+def _run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, drop_root: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`vaultmem ARGS` in ``cwd``, standard input not a terminal; with
+    ``drop_root``, folder permissions bind even for root (its capabilities
+    to ignore them dropped)."""
     command = [sys.executable, "-m", "vaultmem", *args]
-    if os.geteuid() == 0:
+    if drop_root and os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             pytest.skip("running as root without setpriv: permissions do not bind")
