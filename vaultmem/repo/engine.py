@@ -168,6 +168,9 @@ class Change:
 # -- the vault ---------------------------------------------------------------
 
 
+_FULL_ID = re.compile(r"[0-9a-fA-F]{40}")
+
+
 class Engine:
     """An encrypted, versioned memory store in a bare git repository."""
 
@@ -581,7 +584,7 @@ class Engine:
         if not isinstance(at, str) or not at.strip():
             raise NotFoundError("Error: a version must be an id, a revision such as main~2, or a time.")
         try:
-            commit = self.repo.revparse_single(at.strip()).peel(pygit2.Commit)
+            commit = self._revparse(at.strip())
         except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as err:
             if head is not None and isinstance(err, pygit2.AmbiguousError):
                 short = version_by_prefix(self.repo, head, at.strip())
@@ -605,6 +608,23 @@ class Engine:
         if head is None or not self._on_main(commit.id, head):
             raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")
         return commit
+
+    def _revparse(self, text: str) -> pygit2.Commit:
+        """``text`` as git reads it, peeled to a commit.  Anything but a full
+        id is read through a fresh handle: this thread's own knows the packs
+        there were when it first read one, and looks for more only when an
+        object is missing, so a short id could find only another object
+        starting with the same digits (a file version) and take it for the
+        one meant."""
+        repo = self.repo
+        if _FULL_ID.fullmatch(text):
+            return repo.revparse_single(text).peel(pygit2.Commit)
+        fresh = self._handle()
+        try:
+            found = fresh.revparse_single(text).peel(pygit2.Commit).id
+        finally:
+            fresh.free()
+        return repo[found].peel(pygit2.Commit)
 
     def _at_time(self, when: datetime, head: pygit2.Oid | None) -> pygit2.Commit:
         """The newest version at or before ``when`` along main's first
