@@ -401,6 +401,7 @@ def _who(sub: argparse.ArgumentParser, default: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     _reopen_closed_streams()
     tolerate_narrow_output()
+    command: str | None = None
     try:
         parser = build_parser()
         if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`vaultmem completion`)
@@ -408,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             argcomplete.autocomplete(parser)
         args, extras = parser.parse_known_args(argv)
+        command = args.command
         if extras:  # refused by the command typed, with its own options to suggest from
             _typed(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
         _check_text_arguments(args)
@@ -423,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         return _fail(str(err), usage=err.usage)
     except VaultError as err:
-        return _fail(_in_cli_words(err))
+        return _fail(_in_cli_words(err, command))
     except OSError as err:
         if isinstance(err, BrokenPipeError):  # `vaultmem log | head`: the reader has what it wanted
             _silence_stdout()
@@ -597,8 +599,17 @@ CLI_STEPS = {
 }
 
 
-def _in_cli_words(err: VaultError) -> str:
-    step = CLI_STEPS.get(err.step or "")
+# vaultmem mcp speaks MCP on standard input: it never reads a passphrase there.
+MCP_STEPS = {
+    **CLI_STEPS,
+    "give-key": f"Set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE or --passphrase-file FILE.",
+    "is-passphrase": f"If it is a passphrase, use --passphrase-file FILE or {ENV_PASSPHRASE}.",
+    "give-passphrase": f"Use --passphrase-file FILE, or set {ENV_PASSPHRASE} instead of {ENV_KEY}.",
+}
+
+
+def _in_cli_words(err: VaultError, command: str | None = None) -> str:
+    step = (MCP_STEPS if command == "mcp" else CLI_STEPS).get(err.step or "")
     return f"{err.fact} {step}" if step else str(err)
 
 
@@ -745,6 +756,10 @@ def _key_args(
     if _is_terminal(sys.stdin) and args.command != "mcp":
         _refuse_before_asking(args, folder, create)
         return {"passphrase": _ask_passphrase(folder, create)}
+    if args.command == "mcp":  # MCP speaks on standard input
+        raise UsageError(
+            f"no key given: set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE or --passphrase-file FILE."
+        )
     raise UsageError(
         f"no key given: set {ENV_KEY} or {ENV_PASSPHRASE}, or use --key-file FILE, --passphrase-file FILE "
         "or --passphrase."
