@@ -202,3 +202,44 @@ def test_a_write_retires_a_few_packs_of_a_merge_not_all(
     for i in range(4 * upkeep.EVERY):
         assert reopened.read(f"/memories/f{i}.txt") == f"{i}\n"
     reopened.close()
+
+
+def test_a_burst_of_writes_never_merges_a_large_pack_and_a_pause_does(
+    vault: Vault, vault_path: Path, call: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge holds the interpreter lock for as long as it copies objects,
+    and a call that needs the lock meanwhile waits: during a burst of writes
+    only small packs are merged, and the large one (an import) waits for a
+    pause, when no call is running."""
+    folder = tmp_path / "memories"
+    folder.mkdir()
+    for n in range(60):
+        (folder / f"imported{n}.txt").write_text(f"{n}\n")
+    vault.import_folder(folder, actor="operator", session="import")
+    pack_dir = vault_path / "objects" / "pack"
+    large = {info.pack.name for info in objects.list_packs(vault_path / "objects") if info.count > 40}
+    assert len(large) == 1
+    merged: list[int] = []
+    real_merge = objects.merge
+
+    def counting(packs: Any) -> Any:
+        merged.append(max(info.count for info in packs))
+        return real_merge(packs)
+
+    monkeypatch.setattr(objects, "merge", counting)
+    monkeypatch.setattr(upkeep, "BURST_LIMIT", 40, raising=False)
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)  # only the every-EVERY-writes rounds, during the burst
+    for i in range(3 * upkeep.EVERY):
+        call(command="create", path=f"/memories/f{i}.txt", file_text=f"{i}\n")
+    vault._upkeep.stop()
+    assert merged, "the burst merged its small packs"
+    assert max(merged) <= 40, merged
+    assert large <= {p.name for p in pack_dir.glob("*.pack")}
+    monkeypatch.setattr(upkeep, "MERGE_AT", 2)  # whatever the burst's merges left
+    vault._upkeep.run_once()  # a pause: packs of up to MERGE_LIMIT objects
+    assert max(merged) > 40, merged
+    for i in range(2 * upkeep.EVERY // upkeep.RETIRE_EACH):  # the next writes retire what it replaced
+        call(command="create", path=f"/memories/after{i}.txt", file_text="after\n")
+    vault.close()
+    assert not large & {p.name for p in pack_dir.glob("*.pack")}
+    git(vault_path, "fsck", "--strict")

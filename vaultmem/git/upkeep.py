@@ -41,6 +41,13 @@ MERGE_AT = 16  # packs that make a merge worth it
 # hold the writer lock for long.  A vault gains such a pack about every 3,000
 # commits (five objects a commit); `git gc` packs them properly.
 MERGE_LIMIT = 16_384
+# During a burst (a round that EVERY writes started, with no pause between
+# them) only packs of at most this many objects are merged.  A merge is
+# Python work that holds the interpreter lock, and a call that needs it back
+# meanwhile can wait the interpreter's whole switch interval (5 ms) each time:
+# a merge that takes in the vault's largest pack (a 10,000-file import) takes
+# tens of milliseconds, so it waits for a pause, when no call is running.
+BURST_LIMIT = 1_024
 
 _ALL: weakref.WeakSet[Upkeep] = weakref.WeakSet()
 
@@ -107,29 +114,31 @@ class Upkeep:
                         return
                     else:
                         self._wake.wait(min(IDLE, LINGER - (now - idle_since)))
+                burst = self._since_run >= EVERY and not self._stopping
                 self._since_run = 0
             # Upkeep is optional: whatever stops it (a full disk, a damaged
             # ref) stops the next write too, which reports it to its caller.
             with contextlib.suppress(Exception):
-                self.run_once(merge=not self._stopping)
+                self.run_once(merge=not self._stopping, burst=burst)
             with self._wake:
                 if self._stopping:
                     if self._thread is threading.current_thread():
                         self._thread = None
                     return
 
-    def run_once(self, merge: bool = True) -> None:
+    def run_once(self, merge: bool = True, burst: bool = False) -> None:
         """Merge packs if worth it, checkpoint the journal and empty the
         trash.  The writer lock is held only to read and record the
         journal's progress: a call waits for no copy, sync or removal.  The
         last round before ``Vault.close`` does not merge: no write would come
-        to retire the packs the merge replaced."""
+        to retire the packs the merge replaced.  During a ``burst`` of
+        writes, only packs of up to BURST_LIMIT objects are merged."""
         with self.lock.hold():
             self.commits.recover()
             through = self.commits.journal.last_seq()
             covered = self.commits.journal.checkpointed()
         try:
-            replaced = self._merge() if merge else []
+            replaced = self._merge(BURST_LIMIT if burst else MERGE_LIMIT) if merge else []
         except (OSError, ValueError):
             replaced = []  # packs retired or removed while it read them, or an index a power cut cut short
         if through > covered or replaced:
@@ -144,17 +153,20 @@ class Upkeep:
                 self._redundant += replaced
         self.commits.empty_trash()
 
-    def _merge(self) -> list[objects.PackInfo]:
+    def _merge(self, limit: int = MERGE_LIMIT) -> list[objects.PackInfo]:
         """Merge the smallest packs into one (without the writer lock: packs
         are never changed, and a pack still being written has its keep, so
         the merge never lists it) and return the packs it replaced.  The
         merged pack is synced before its rename; the replaced packs go only
-        after the file system is synced (see :meth:`run_once`)."""
+        after the file system is synced (see :meth:`run_once`).  Packs of
+        more than ``limit`` objects are left as they are."""
         held = {f"pack-{name}.pack" for name in self.commits.held()}
         with self._wake:  # replaced by the last merge already, waiting for a write to retire them
             held |= {info.pack.name for info in self._redundant}
         packs = [
-            p for p in objects.list_packs(self.gitdir / "objects") if p.count <= MERGE_LIMIT and p.pack.name not in held
+            p
+            for p in objects.list_packs(self.gitdir / "objects")
+            if p.count <= min(limit, MERGE_LIMIT) and p.pack.name not in held
         ]
         if len(packs) < MERGE_AT:
             return []
