@@ -35,6 +35,7 @@ from mcp_helpers import (
 
 from vaultmem import VaultMemoryTool
 from vaultmem.anthropic.agent import memory_system_prompt
+from vaultmem.mcp.server import too_large
 from vaultmem.ops.memory import ECHO_CAP
 
 PROTOCOL_LINE = "IMPORTANT: ALWAYS VIEW YOUR MEMORY DIRECTORY BEFORE DOING ANYTHING ELSE."
@@ -428,7 +429,9 @@ def test_audit_tool_errors_are_clean_error_results(shared, name, arguments, word
 def test_history_names_the_limit_type_in_plain_words(shared):
     """A mistyped ``limit`` is refused with a grammatical message."""
     _served, session = shared
-    assert session.call("history", {"limit": "5"}) == Result("Error: `limit` must be an integer.", True)
+    assert session.call("history", {"limit": "5"}) == Result(
+        "Error: Parameter `limit` must be an integer, got string.", True
+    )
 
 
 def test_audit_errors_repeat_a_long_version_capped_as_memory_errors_do(shared):
@@ -527,13 +530,13 @@ def test_oversized_arguments_are_refused_and_the_server_keeps_serving(shared):
     served, session = shared
     before = commit_count(served.path)
     arguments = {"path": "/memories/big/huge.txt", "file_text": "x" * 20_000}
-    size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
     refused = session.call("create", arguments)
-    assert refused == Result(
-        f"Error: the arguments are {size:,} bytes, over this memory server's limit of {MAX_REQUEST:,} bytes; "
-        "nothing was changed.",
-        True,
-    )
+    assert refused.is_error
+    sent = re.fullmatch(r"Error: the request is ([0-9,]+) bytes, .*", refused.text)
+    assert sent is not None, refused
+    size = int(sent.group(1).replace(",", ""))  # the request line as the client sent it: the arguments and more
+    assert size > len(json.dumps(arguments).encode("utf-8"))
+    assert refused.text == too_large(size, MAX_REQUEST)
     assert commit_count(served.path) == before
     assert session.call("view", {"path": "/memories/big/huge.txt"}).is_error
     fits = {"path": "/memories/big/fits.txt", "file_text": "y" * 9_000}

@@ -38,6 +38,7 @@ from mcp_helpers import (
 )
 
 from vaultmem import VaultMemoryTool
+from vaultmem.mcp.server import too_large
 
 MAX_REQUEST = 10_000  # --max-request-bytes of the module's server; bodies over it + 64 KiB get 413
 ALLOWED_ORIGIN = "https://console.example.com"
@@ -303,12 +304,12 @@ def test_the_official_client_lists_and_calls_the_tools(server, token):
         )
         assert session.call("view", {"command": "delete", "path": path}).is_error
         big = {"path": "/memories/http/big.txt", "file_text": "y" * 20_000}
-        size = len(json.dumps(big, ensure_ascii=False).encode("utf-8"))
-        assert session.call("create", big) == Result(
-            f"Error: the arguments are {size:,} bytes, over this memory server's limit of {MAX_REQUEST:,} bytes; "
-            "nothing was changed.",
-            True,
-        )
+        refused = session.call("create", big)
+        sent = re.fullmatch(r"Error: the request is ([0-9,]+) bytes, .*", refused.text)
+        assert refused.is_error and sent is not None, refused
+        size = int(sent.group(1).replace(",", ""))  # the body as the client sent it: the arguments and more
+        assert size > len(json.dumps(big).encode("utf-8"))
+        assert refused.text == too_large(size, MAX_REQUEST)
         history = session.call("history", {"path": path})
         assert not history.is_error
         lines = history.text.splitlines()

@@ -56,11 +56,12 @@ from vaultmem.anthropic.agent import memory_system_prompt
 from vaultmem.core import paths
 from vaultmem.core.lru import LRU
 from vaultmem.core.policy import Policy
+from vaultmem.core.versions import Version
 from vaultmem.errors import CommandError, InvalidPathError, NotFoundError, StorageError, VaultError
 from vaultmem.git.durable import WriterLock
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.guard import Guard
-from vaultmem.ops.memory import MemoryCommands, _echo
+from vaultmem.ops.memory import MemoryCommands, _echo, _type_name
 from vaultmem.repo.engine import _check_label
 from vaultmem.vault import Vault
 
@@ -81,6 +82,8 @@ WAIT_FIRST = 0.001  # seconds: the first look again at a writer lock another wri
 WAIT_MOST = 0.05  # seconds: the longest between two looks
 SESSIONS_KEPT = 1_024  # MCP sessions whose commands a server keeps ready
 EMPTY_MEMORY = "0" * 40  # what an undo back past the first version restored
+HISTORY_SHOWN = 20  # versions a history lists unless asked for another number (`limit`)
+HISTORY_COUNTED = 200  # older versions a history without `limit` counts, at most, to say how many it left out
 LONGEST_ARGUMENT = 1_000  # characters of an audit tool's version argument (an id or a time)
 READ_ONLY_REFUSAL = (
     "Error: this memory server is read-only (vaultmem mcp --read-only); nothing was written. "
@@ -139,7 +142,11 @@ _SCHEMAS: dict[str, dict[str, Any]] = {
     "history": {
         "properties": {
             "path": {**_PATH, "description": "a file or folder (default: the whole memory)"},
-            "limit": {"type": "integer", "minimum": 1, "description": "at most this many versions (default 20)"},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "at most this many versions (default 20: the newest, and how many older ones there are)",
+            },
         },
         "required": [],
     },
@@ -370,6 +377,25 @@ class _Server(MCPServer):
         raise MCPError(INVALID_PARAMS, f"Unknown prompt: {str(name)[:200]}; this server offers no prompts.")
 
 
+SENT_BYTES = "vaultmem.sent_bytes"  # the ASGI scope's key for the size of the request's body, as it arrived
+
+
+def _sent_bytes(ctx: Context[Any, Any]) -> int | None:
+    """The bytes the client sent for this request, where its transport
+    measured them (HTTP: the body), or None."""
+    scope = getattr(getattr(ctx.request_context, "request", None), "scope", None)
+    sent = scope.get(SENT_BYTES) if isinstance(scope, dict) else None
+    return sent if isinstance(sent, int) else None
+
+
+def too_large(size: int, limit: int) -> str:
+    """The refusal of a tool call the client sent in ``size`` bytes, over ``limit``."""
+    return (
+        f"Error: the request is {size:,} bytes, over this memory server's limit of {limit:,} bytes; "
+        "nothing was changed. Send less text in one call: a long file in parts (create, then insert)."
+    )
+
+
 def _raw_arguments(ctx: Context[Any, Any]) -> object:
     """The tool's arguments exactly as the client sent them."""
     params = ctx.request_context.params or {}
@@ -441,12 +467,20 @@ class MemoryServer:
         return tool
 
     def call(self, name: str, arguments: object, ctx: Context[Any, Any]) -> CallToolResult:
-        """Run one tool call; every outcome is a result, never an exception."""
+        """Run one tool call; every outcome is a result, never an exception.
+
+        A call is held to ``max_request_bytes`` as the client sent it: over
+        HTTP the request's body (measured by :mod:`vaultmem.mcp.web`), over
+        stdio its line (refused before it gets here, :class:`_PipeLines`).
+        Through any other transport, its arguments as compact JSON."""
+        sent = _sent_bytes(ctx)
+        if sent is not None and sent > self.max_request_bytes:
+            return _error(too_large(sent, self.max_request_bytes))
         try:
-            size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
+            size = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
         except (TypeError, ValueError):
             return _error("Error: the tool's arguments are not a JSON object; nothing was changed.")
-        if size > self.max_request_bytes:
+        if sent is None and size > self.max_request_bytes:
             return _error(
                 f"Error: the arguments are {size:,} bytes, over this memory server's limit of "
                 f"{self.max_request_bytes:,} bytes; nothing was changed."
@@ -482,8 +516,10 @@ class MemoryServer:
     def _audit(self, name: str, arguments: dict[str, Any], cap: int) -> str:
         """An audit tool's text; a history or a diff longer than ``cap``
         characters (the cap of a ``view``) is cut at a whole line, its last
-        line saying how to ask for less.  A file at a version is given whole:
-        nothing else pages through it, and it is within the file size limit."""
+        line saying how to ask for less; a history without ``limit`` that
+        leaves older versions out ends with a line saying how many.  A file
+        at a version is given whole: nothing else pages through it, and it
+        is within the file size limit."""
         allowed = set(_SCHEMAS[name]["properties"])
         for field in arguments:
             if field not in allowed:  # in the memory commands' words
@@ -496,8 +532,9 @@ class MemoryServer:
             wanted = _SCHEMAS[name]["properties"][field]["type"]
             if (wanted == "string" and not isinstance(value, str)) or (
                 wanted == "integer" and (not isinstance(value, int) or isinstance(value, bool))
-            ):
-                raise VaultError(f"Error: `{field}` must be {'an integer' if wanted == 'integer' else 'a string'}.")
+            ):  # in the memory commands' words (parse_input)
+                kind = "an integer" if wanted == "integer" else "a string"
+                raise VaultError(f"Error: Parameter `{field}` must be {kind}, got {_type_name(value)}.")
             # a path is held to the path rules (up to 1,024 bytes), which the vault applies with its own words
             if isinstance(value, str) and field != "path" and len(value) > LONGEST_ARGUMENT:
                 raise VaultError(
@@ -514,10 +551,13 @@ class MemoryServer:
             except InvalidPathError as err:
                 raise VaultError(f"Error: Invalid `path`: {err.rule}. Use a path such as /memories/notes.txt.") from err
         if name == "history":
-            limit = arguments.get("limit", 20)
+            limit = arguments.get("limit", HISTORY_SHOWN)
             if limit < 1:
                 raise VaultError("Error: `limit` must be at least 1.")
-            versions = self.vault.history(path=shown, limit=limit)
+            # Without a limit asked for, more than shown: to say how many were left out (up to HISTORY_COUNTED).
+            asked = "limit" in arguments
+            found = self.vault.history(path=shown, limit=limit if asked else limit + HISTORY_COUNTED)
+            versions = found[:limit]
             if not versions:
                 if shown is not None and self.vault.snapshot().kind(target) is None:
                     raise _never_there(shown)
@@ -531,11 +571,15 @@ class MemoryServer:
                     )
                 lines.append(
                     f"{v.id[:12]}  {v.time.strftime('%Y-%m-%dT%H:%M:%SZ')}  {v.actor}  {v.session or '-'}  "
-                    f"{v.command} {where}"
+                    f"{v.command} {where}{_merge_text(v)}"
                 )
-            return _capped(
+            shown_text = _capped(
                 lines, cap, "History", "versions", "ask for fewer with `limit`, or for one file's with `path`."
             )
+            left = len(found) - len(versions)
+            if left and shown_text == "\n".join(lines):  # not cut at the cap, and older versions left out
+                return shown_text + "\n" + _left_out(len(versions), left, len(found) == limit + HISTORY_COUNTED)
+            return shown_text
         if name == "read_version":
             try:
                 return self.vault.read(arguments["path"], at=arguments["version"])
@@ -574,6 +618,34 @@ def _in_mcp_words(err: VaultError) -> str:
     for said, meant in _CLI_WORDS:
         text = text.replace(said, meant)
     return text
+
+
+def _merge_text(version: Version) -> str:
+    """`` (merged ID from REMOTE; N conflicts kept beside)`` for a merge, as
+    ``vaultmem log`` says it: which version a pull brought in, and whether
+    a file's other text was kept beside it."""
+    if version.merged is None:
+        return ""
+    merged, _, remote = version.merged.partition(" from ")
+    text = f" (merged {merged[:12]}" + (f" from {remote}" if remote else "")
+    if version.conflicts:
+        count = len(version.conflicts)
+        text += f"; {count:,} {'conflict' if count == 1 else 'conflicts'} kept beside"
+    return text + ")"
+
+
+def _left_out(shown: int, left: int, more: bool) -> str:
+    """The last line of a history that lists the newest ``shown`` versions
+    and leaves ``left`` older ones out (at least that many, with ``more``)."""
+    if more:
+        return (
+            f"[The newest {shown:,} versions shown; at least {left:,} older ones left out. "
+            "Ask for more with a larger `limit`, or for one file's with `path`.]"
+        )
+    return (
+        f"[The newest {shown:,} of {shown + left:,} versions shown; {left:,} older "
+        f"{'one' if left == 1 else 'ones'} left out. Ask for all with `limit` {shown + left:,}.]"
+    )
 
 
 def _never_there(shown: str) -> NotFoundError:
@@ -678,10 +750,13 @@ class _PipeLines:
     end only once every request read has been answered, or after
     :data:`DRAIN_SECONDS`."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: _PipeWriter, limit: int) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: _PipeWriter, limit: int, max_request_bytes: int | None = None
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.limit = limit
+        self.max_request_bytes = max_request_bytes
         self.outstanding = writer.outstanding
         self.stopped = False
         self._close_input: Callable[[], None] | None = None
@@ -725,6 +800,8 @@ class _PipeLines:
                 if refused is None and text.strip():
                     message = _message(text)
                     refused = _unreadable(text, line) if message is None else _wrong_id(text, message)
+                    if refused is None:
+                        refused = self._too_large(line, message)
             except Exception as err:  # one line the server cannot answer must not end the session
                 log.error("a message could not be read (%s); it was answered as unreadable", type(err).__name__)
                 refused = _unreadable("", b"")
@@ -732,6 +809,19 @@ class _PipeLines:
                 self.outstanding.read(message)
                 return text
             await self.writer.write(json.dumps(refused) + "\n")
+
+    def _too_large(self, line: bytes, message: object) -> dict[str, Any] | None:
+        """The answer to a tool call whose line (its bytes as they came, the
+        line end aside) is over ``max_request_bytes``, or None: a tool
+        result saying so, as the tool would give it."""
+        if self.max_request_bytes is None or not isinstance(message, JSONRPCRequest):
+            return None
+        size = len(line) - (2 if line.endswith(b"\r\n") else 1 if line.endswith(b"\n") else 0)
+        if message.method != "tools/call" or size <= self.max_request_bytes:
+            return None
+        text = too_large(size, self.max_request_bytes)
+        result = CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return {"jsonrpc": "2.0", "id": message.id, "result": result.model_dump(by_alias=True, exclude_none=True)}
 
     async def _end(self) -> NoReturn:
         """Wait (a bounded time) for the answers to the requests read, then end the lines."""
@@ -968,7 +1058,7 @@ async def serve_stdio(server: MCPServer, max_request_bytes: int = DEFAULT_MAX_RE
     out = os.dup(1)
     os.dup2(2, 1)  # stray output of any library lands on standard error, never on the wire
     writer = _PipeWriter(out)
-    lines = _PipeLines(reader, writer, limit)
+    lines = _PipeLines(reader, writer, limit, max_request_bytes)
     lines.closing_input_with(close_input)
     writer.on_gone = lines.stop
     interrupted = _on_ctrl_c(loop, lines.stop)

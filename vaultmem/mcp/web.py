@@ -48,7 +48,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from vaultmem.core.crypto import read_secret_file
 from vaultmem.errors import BadKeyError, VaultError
-from vaultmem.mcp.server import ENVELOPE_BYTES, _message, _Server, _wrong_id
+from vaultmem.mcp.server import ENVELOPE_BYTES, SENT_BYTES, _message, _not_unicode, _Server, _wrong_id
 
 ENV_TOKEN = "VAULTMEM_MCP_TOKEN"
 TOKEN_FILE = "mcp-token"
@@ -238,8 +238,14 @@ class BearerToken:
         if scope.get("method") != "POST" or size > self.max_body:
             await self.app(scope, replay, send)
             return
+        scope[SENT_BYTES] = size  # a tool call is held to the limit as it was sent (MemoryServer.call)
         body = b"".join(message.get("body", b"") for message in messages)
         ident, refused = _request_id_of(body)
+        if refused is None:  # the SDK's parser refuses it with the id null: answered as over stdio
+            try:
+                refused = _not_unicode(body.decode("utf-8"))
+            except UnicodeDecodeError:  # UTF-16 or UTF-32: the SDK answers it
+                refused = None
         session = next((value for name, value in headers if name.lower() == b"mcp-session-id"), None)
         if refused is None and ident is not None and (session, str(ident)) in self.in_flight:
             refused = _id_in_use(ident)
