@@ -31,7 +31,7 @@ import socket
 import stat
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,6 +94,10 @@ class Transfer:
     remote: str
     moved: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     merge: MergeReport | None = None  # a pull that merged main: what it merged
+    # after a pull, the branches still to push: those the remote has no such
+    # branch for, and those where this vault holds versions the remote lacks
+    absent: tuple[str, ...] = ()
+    ahead: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -487,7 +491,82 @@ def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], Non
             )
     problem = witness_problem(repo, name)
     if problem is not None:
-        raise IntegrityError(f"Error: {problem}. Nothing was changed; check the server before syncing again.")
+        raise WitnessError(
+            f"Error: {problem}. This vault's branches were not changed; its refs/remotes/{name}/ now record what "
+            "the server holds, for `vaultmem verify`. Check the server before syncing again."
+        )
+
+
+class WitnessError(IntegrityError):
+    """The remote's ``main`` no longer holds what it held when this vault
+    last synced: the one refusal that keeps what the fetch recorded of the
+    server (``refs/remotes/NAME/*``), since ``vaultmem verify`` reports the
+    finding from it."""
+
+
+@contextlib.contextmanager
+def tracking_kept(repo: pygit2.Repository, name: str) -> Iterator[None]:
+    """Put the remote's tracking refs (``refs/remotes/NAME/*``) and
+    ``FETCH_HEAD`` back as they were when the block fails: a pull or push
+    that is refused ("Nothing was changed") leaves what ``git log
+    origin/main`` and ``git status`` show as it found it, not the server's
+    tip it refused.  A :class:`WitnessError` keeps them (``verify`` reads it
+    there); the objects fetched stay, named by nothing."""
+    prefix = f"refs/remotes/{name}/"
+    before = _tracking_state(repo, prefix)
+    head = Path(repo.path) / "FETCH_HEAD"
+    try:
+        fetched = head.read_bytes()
+    except OSError:
+        fetched = None
+    try:
+        yield
+    except WitnessError:
+        raise
+    except BaseException:
+        with contextlib.suppress(pygit2.GitError, OSError, ValueError, KeyError):
+            _restore_tracking(repo, prefix, before)
+            _restore_file(head, fetched)
+        raise
+
+
+def _tracking_state(repo: pygit2.Repository, prefix: str) -> dict[str, pygit2.Oid | str]:
+    """Each tracking ref under ``prefix``: its id, or the name a symbolic one names."""
+    state: dict[str, pygit2.Oid | str] = {}
+    for refname in repo.references:
+        if refname.startswith(prefix):
+            found = repo.references.get(refname)
+            if found is not None:
+                target = found.target
+                state[refname] = target if isinstance(target, str) else pygit2.Oid(hex=str(target))
+    return state
+
+
+def _restore_tracking(repo: pygit2.Repository, prefix: str, before: dict[str, pygit2.Oid | str]) -> None:
+    now = _tracking_state(repo, prefix)
+    for refname in now.keys() - before.keys():
+        repo.references.delete(refname)
+    for refname, target in before.items():
+        if now.get(refname) != target:
+            repo.references.create(refname, target, force=True)
+
+
+def _restore_file(path: Path, data: bytes | None) -> None:
+    if data is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == data:
+            return
+    spare = path.with_name(f"{path.name}.vaultmem-{os.getpid()}")
+    try:
+        with open(spare, "wb") as fh:
+            fh.write(data)
+        os.replace(spare, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            spare.unlink()
 
 
 KILLED_PACK_AGE = 600.0  # seconds a pack being received stays untouched before it counts as left over
@@ -657,26 +736,26 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
     result.moved = dict(sorted(result.moved.items(), key=lambda item: order.index(item[0])))
     remote = _remote(repo, name)
     server = local_path(remote.url or "")
-    if server is None:
-        # A git server: receive-pack moves each ref only from the id this push
-        # names (the one checked above), under its lock; no '+': never forced,
-        # but for a keyring an erasure replaced (the server must allow that).
-        specs = [f"{'+' if ref in replaced else ''}{ref}:{ref}" for ref, _, _ in moves]
-        try:
+    try:
+        if server is None:
+            # A git server: receive-pack moves each ref only from the id this push
+            # names (the one checked above), under its lock; no '+': never forced,
+            # but for a keyring an erasure replaced (the server must allow that).
+            specs = [f"{'+' if ref in replaced else ''}{ref}:{ref}" for ref, _, _ in moves]
             _send(repo, name, specs, progress, forced=replaced)
-        except ConflictError:
-            raise
-        except VaultError as err:
-            if replaced:
-                raise VaultError(
-                    f"{err.fact} The keyring on {name!r} must be replaced after an erasure: let this remote "
-                    'accept a forced update of refs/heads/vaultmem-keyring (docs/erasure.md, "Clones and servers").'
-                ) from err
-            raise
-    else:
-        _push_local(repo, name, server, moves, progress)
+        else:
+            _push_local(repo, name, server, moves, progress, replaced)
+    except ConflictError:
+        raise
+    except VaultError as err:
         if replaced:
-            _prune_server_keyrings(server, moves)
+            raise VaultError(
+                f"{err.fact} The keyring on {name!r} must be replaced after an erasure: let this remote "
+                'accept a forced update of refs/heads/vaultmem-keyring (docs/erasure.md, "Clones and servers").'
+            ) from err
+        raise
+    if server is not None and replaced:
+        _prune_server_keyrings(server, moves)
     # The push has landed: the tracking refs now learn what the server holds.
     # If that fails here (a full disk), the push still stands, and the next
     # sync's fetch catches up.
@@ -759,6 +838,7 @@ def _push_local(
     server: Path,
     moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]],
     progress: Callable[[int, int], None] | None,
+    replaced: set[str] | None = None,
 ) -> None:
     """A push to a repository on this machine, as git's receive-pack makes
     it.  libgit2's local transport would overwrite the server's ref whatever
@@ -766,13 +846,33 @@ def _push_local(
     libgit2 only sends the objects (to new refs of this push's own under
     ``refs/vaultmem-incoming``, which keep them from the server's gc), the
     server's file system is synced, then each branch moves under git's ref
-    lock, only from the id checked, and the incoming refs go."""
+    lock, only from the id checked, and the incoming refs go.  What
+    receive-pack would refuse is refused before anything is sent: a forced
+    update (``replaced``, a keyring an erasure replaced) where the server
+    sets ``receive.denyNonFastForwards``, and any push where the server has
+    hooks a push runs, which this one cannot run (see :func:`_server_hooks`)."""
+    shown = os.path.abspath(server)
     if _working_copy(server):
         raise VaultError(
-            f"Error: the remote {name!r} ({os.path.abspath(server)}) is a working copy, a repository with "
+            f"Error: the remote {name!r} ({shown}) is a working copy, a repository with "
             "checked-out files, which a push does not update; a server is a bare repository (`git init --bare`). "
             "Nothing was pushed."
         )
+    hooks = _server_hooks(server)
+    unrun = [hook for hook in hooks if hook in _UNRUN_HOOKS]
+    if unrun:
+        raise VaultError(
+            f"Error: the remote {name!r} ({shown}) has a {' and '.join(unrun)} hook, which a push to a path or "
+            "file:// cannot run as git's receive-pack runs it; reach that repository through a git server (ssh://, "
+            "or git daemon or http with receive-pack on), which runs it. Nothing was pushed."
+        )
+    if replaced and _server_config(server, "receive.denyNonFastForwards") in _TRUE:
+        forced = ", ".join(short_name(ref) for ref in sorted(replaced))
+        raise VaultError(
+            f"Error: the remote {name!r} refused the push ({forced}: its receive.denyNonFastForwards refuses every "
+            "forced update, as it refuses git's own push). Nothing was pushed."
+        )
+    lines = "".join(f"{_hex(old)} {new} {ref}\n" for ref, old, new in moves)  # as receive-pack hands them
     _clear_stale_incoming(server)
     token = server / INCOMING / f"{_HOST}-{os.getpid()}-{secrets.token_hex(4)}"
     staged = {ref: f"{token.relative_to(server)}/{short_name(ref)}" for ref, _, _ in moves}
@@ -788,9 +888,132 @@ def _push_local(
             with contextlib.suppress(OSError):
                 for entry in os.scandir(server / "objects" / "pack"):
                     _share(Path(entry.path), shared)
+        if "pre-receive" in hooks:
+            _run_hook(name, server, "pre-receive", [], lines)
+        for ref, old, new in moves:
+            if "update" in hooks:
+                _run_hook(name, server, "update", [ref, _hex(old), str(new)], "")
         _move_branches(name, server, token, moves, shared)
     finally:
         _remove_incoming(token)
+    # after the push, as receive-pack runs them: what they say or do changes nothing of it
+    with contextlib.suppress(VaultError):
+        if "post-receive" in hooks:
+            _run_hook(name, server, "post-receive", [], lines)
+        if "post-update" in hooks:
+            _run_hook(name, server, "post-update", [ref for ref, _, _ in moves], "")
+
+
+_TRUE = ("true", "yes", "on", "1")
+# What git's receive-pack runs for a push (githooks(5)); a push to a path
+# moves the branches itself and runs none of them.
+RECEIVE_HOOKS = ("pre-receive", "update", "proc-receive", "reference-transaction", "post-receive", "post-update")
+
+
+# Hooks a push to a path does not run (refused): a proc-receive hook takes
+# over the refs' update, a reference-transaction hook votes on git's own.
+_UNRUN_HOOKS = ("proc-receive", "reference-transaction")
+
+
+def _hex(oid: pygit2.Oid | None) -> str:
+    """An id as a hook is given it: all zeros for a branch that is new."""
+    return str(oid) if oid is not None else "0" * 40
+
+
+# The variables that name the pushing side's repository (git's local_repo_env):
+# a hook runs in the server's.
+_PUSHER_ENV = (
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+)
+
+
+def _run_hook(name: str, server: Path, hook: str, args: list[str], stdin: str) -> None:
+    """Run the server's ``hook`` as git's receive-pack runs it (in the
+    repository's folder, ``GIT_DIR=.``, the ref updates on its standard input
+    or as its arguments), bounded as a network step is; VaultError naming
+    what it said if it declines (exits non-zero)."""
+    env = {key: value for key, value in os.environ.items() if key not in _PUSHER_ENV}
+    env["GIT_DIR"] = "."
+    try:
+        done = subprocess.run(
+            [str(_hooks_folder(server) / hook), *args],
+            input=stdin.encode("ascii"),
+            cwd=server,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=network_timeout(),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        said, failed = f"it did not finish within {network_timeout():g} s", True
+    except OSError as err:
+        said, failed = (err.strerror or str(err)).lower(), True
+    else:
+        said, failed = done.stdout.decode("utf-8", "replace"), done.returncode != 0
+    if not failed:
+        return
+    lines = ["".join(c for c in line if c.isprintable()).strip() for line in said.replace("\r", "\n").split("\n")]
+    shown = "; ".join(line for line in lines if line)
+    shown = shown if len(shown) <= 500 else shown[:499] + "\u2026"
+    which = short_name(args[0]) + ": " if hook == "update" else ""
+    raise VaultError(
+        f"Error: the remote {name!r} refused the push: a hook on the server declined it ({which}{hook} hook "
+        f"declined{'; the server said: ' + shown if shown else ''}). A pull does not change this: see what that "
+        "server accepts. Nothing was pushed."
+    )
+
+
+def _server_config(server: Path, key: str) -> str | None:
+    """``key`` in the configuration git reads for the repository at
+    ``server`` (its own config, then the user's and the system's), lowered."""
+    try:
+        there = pygit2.Repository(str(server), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, OSError, KeyError, ValueError):
+        return None
+    try:
+        return str(there.config[key]).strip().lower()
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    finally:
+        there.free()
+
+
+def _server_hooks(server: Path) -> list[str]:
+    """The hooks git's receive-pack would run for a push into ``server``:
+    executable files of those names in its hooks folder (``hooks/``, or
+    ``core.hooksPath``, relative to the repository as git takes it)."""
+    folder = _hooks_folder(server)
+    return [hook for hook in RECEIVE_HOOKS if (folder / hook).is_file() and os.access(folder / hook, os.X_OK)]
+
+
+def _hooks_folder(server: Path) -> Path:
+    folder = server / "hooks"
+    try:
+        there = pygit2.Repository(str(server), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, OSError, KeyError, ValueError):
+        return folder
+    try:
+        with contextlib.suppress(KeyError, pygit2.GitError, ValueError):
+            folder = server / os.path.expanduser(str(there.config["core.hooksPath"]))
+    finally:
+        there.free()
+    return folder
 
 
 def _working_copy(server: Path) -> bool:
@@ -827,6 +1050,29 @@ def _move_branches(
     moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]],
     shared: tuple[int, bool] | None = None,
 ) -> None:
+    pushed: list[str] = []
+    try:
+        _move_each(name, server, token, moves, shared, pushed)
+    except VaultError as err:
+        if not pushed:
+            raise
+        # the branches before it stand on the server: "Nothing was pushed" would not be true
+        fact = err.fact
+        for said in (" Nothing was pushed.", " Nothing more was pushed.", " Nothing was changed."):
+            fact = fact.removesuffix(said)
+        done = f"{' and '.join(pushed)} {'were' if len(pushed) > 1 else 'was'} pushed before it stopped"
+        raise type(err)(f"{fact} {done}; nothing more was.", step=err.step) from err
+
+
+def _move_each(
+    name: str,
+    server: Path,
+    token: Path,
+    moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]],
+    shared: tuple[int, bool] | None,
+    pushed: list[str],
+) -> None:
+    """Move each branch in turn; ``pushed`` names those that moved."""
     try:
         durable.sync_filesystem(server)  # the objects, before a ref names them
         moved: set[str] = set()
@@ -845,6 +1091,7 @@ def _move_branches(
             _write_synced(made, f"{new}\n".encode("ascii"))
             _share(made, shared)  # the branch's file once moved into place
             _move_server_ref(name, server, target, old, made, new)
+            pushed.append(short_name(ref))
     except OSError as err:
         raise _transport_error(name, err) from err
 
@@ -1046,6 +1293,21 @@ def _log_server_ref(server: Path, ref: str, old: pygit2.Oid | None, new: pygit2.
             os.write(fd, line.encode("utf-8"))
         finally:
             os.close(fd)
+
+
+def still_to_push(repo: pygit2.Repository, result: Transfer) -> None:
+    """Record on a pull's ``result`` which of this vault's branches the
+    remote, as fetched, lacks (``absent``: a keyring branch deleted on the
+    server, say) or holds at an older version (``ahead``): then the two do
+    not agree, though the pull moved nothing."""
+    absent, ahead = [], []
+    for ref in BRANCHES:
+        local, theirs = incoming(repo, result.remote, ref)
+        if local is not None and theirs is None:
+            absent.append(short_name(ref))
+        elif local is not None and local != theirs:
+            ahead.append(short_name(ref))
+    result.absent, result.ahead = tuple(absent), tuple(ahead)
 
 
 def incoming(repo: pygit2.Repository, name: str, ref: str) -> tuple[pygit2.Oid | None, pygit2.Oid | None]:

@@ -111,7 +111,15 @@ class Syncing(Shredding):
         A wrong key is one clear error, and nothing is left behind."""
 
         def opens(folder: Path) -> None:
-            opened = cls.open(folder, key=key, key_file=key_file, passphrase=passphrase, clock=clock)
+            try:
+                opened = cls.open(folder, key=key, key_file=key_file, passphrase=passphrase, clock=clock)
+            except VaultError as err:  # a wrong key, say: said as every refused clone says it
+                fact = err.fact.removeprefix("Error: ").rstrip(".").replace("this vault", "the vault")
+                told = f"Error: cannot clone {url}: {fact}. Nothing was made."
+                try:
+                    raise type(err)(told, step=err.step) from err
+                except TypeError:
+                    raise VaultError(told, step=err.step) from err
             try:
                 sharing.check_clone(opened.repo, opened.keyring)  # every commit sealed, as a pull checks
             finally:
@@ -140,7 +148,7 @@ class Syncing(Shredding):
         versions this vault lacks (pull first)."""
         repo = self._handle()  # its own handle: a push may run in another thread (AutoSync)
         try:
-            with one_sync(self.path):
+            with one_sync(self.path), sharing.tracking_kept(repo, remote):
                 result = sharing.push(repo, remote, progress)
             if self.keyring.format >= 2:
                 self._drop_stray_keyrings(repo)
@@ -182,7 +190,7 @@ class Syncing(Shredding):
 
         repo = self._handle()  # its own handle: a pull may run in another thread (AutoSync)
         try:
-            with one_sync(self.path):
+            with one_sync(self.path), sharing.tracking_kept(repo, remote):
                 return self._pull(repo, remote, progress, new_user_key, actor, policy_from)
         finally:
             repo.free()
@@ -351,6 +359,7 @@ class Syncing(Shredding):
                     )
                 result.moved[sharing.short_name(ref)] = (str(local) if local else None, tip)
             sharing.remember(repo, remote)
+            sharing.still_to_push(repo, result)
             self._signers_changed()  # git's allowed-signers file, even when only the server's copy moved
         if self.keyring.format >= 2:
             self._drop_stray_keyrings(repo)
@@ -389,6 +398,7 @@ class Syncing(Shredding):
                 for branch, (_, to) in again.moved.items():  # from where the first pull found it, to where it is now
                     pulled.moved[branch] = (pulled.moved.get(branch, again.moved[branch])[0], to)
                 pulled.merge = again.merge or pulled.merge
+                pulled.absent, pulled.ahead = again.absent, again.ahead
         except VaultError as err:
             if not pulled.changed:
                 raise
@@ -404,7 +414,7 @@ def _pull_kept(err: VaultError, pulled: sharing.Transfer) -> VaultError:
     for branch, (old, new) in pulled.moved.items():
         how = " (merged)" if branch == "main" and pulled.merge is not None else ""
         moves.append(f"{branch} {old[:10] if old else '(new)'}..{new[:10]}{how}")
-    fact = err.fact.replace("Nothing was changed; check", "Check")
+    fact = err.fact.replace("This vault's branches were not changed; its", "Its")
     fact = fact.removesuffix(" Nothing was changed.").removesuffix(" Nothing was pushed.")
     told = f"{fact} Nothing was pushed; the pull before it stands: {', '.join(moves)}."
     try:
