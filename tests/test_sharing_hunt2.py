@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from test_sync import git_daemon, server, write
+from test_sync import git_daemon, pushed, server, write
 
 from vaultmem import Vault, VaultMemoryTool, generate_key
 
@@ -28,13 +28,7 @@ from vaultmem import Vault, VaultMemoryTool, generate_key
 @pytest.fixture
 def shared(tmp_path: Path) -> tuple[Path, str, Vault]:
     """A server on a path holding a vault pushed by its first host: (server, key, that host's vault)."""
-    key = generate_key()
-    remote = server(tmp_path / "server.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote))
-    first.push()
-    return remote, key, first
+    return pushed(tmp_path)
 
 
 def cli(*args: str, key: str, cwd: Path) -> subprocess.CompletedProcess[str]:

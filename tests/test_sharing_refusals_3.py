@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_sync import server, write
+from test_sync import pushed, server, write
 
 import vaultmem
 from vaultmem import ConflictError, IntegrityError, Vault, VaultError, WrongKeyError, generate_key
@@ -60,12 +60,7 @@ def forge_on_server(remote: Path) -> str:
 
 
 def two_hosts(tmp_path: Path) -> tuple[Path, str, Vault, Vault]:
-    key = generate_key()
-    remote = server(tmp_path / "server.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote))
-    first.push()
+    remote, key, first = pushed(tmp_path)
     second = Vault.clone(str(remote), tmp_path / "second.vault", key=key)
     return remote, key, first, second
 

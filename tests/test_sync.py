@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pygit2
@@ -41,17 +41,25 @@ def write(vault: Vault, name: str, text: str, actor: str = "agent") -> None:
     )
 
 
-@pytest.fixture
-def shared(tmp_path: Path) -> tuple[Path, str, Vault]:
-    """A server holding a vault pushed by its first host: (server, key, that host's vault)."""
+def pushed(
+    tmp_path: Path, text: str = "one\n", make_server: Callable[[Path], Path] = server
+) -> tuple[Path, str, Vault]:
+    """A server (``tmp_path/server.git``) holding a vault pushed by its first
+    host, which wrote ``a.txt``: (server, key, that host's vault)."""
     key = generate_key()
-    remote = server(tmp_path / "server.git")
+    remote = make_server(tmp_path / "server.git")
     first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", f"one {MARKER}\n")
+    write(first, "a.txt", text)
     first.add_remote("origin", str(remote))
     moved = first.push()
     assert set(moved.moved) == {"main", "vaultmem-keyring"}
     return remote, key, first
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> tuple[Path, str, Vault]:
+    """A server holding a vault pushed by its first host: (server, key, that host's vault)."""
+    return pushed(tmp_path, f"one {MARKER}\n")
 
 
 def test_a_clone_holds_the_same_history_and_opens_with_the_same_key(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from test_sync import git_daemon, write
+from test_sync import git_daemon, pushed, write
 
 from vaultmem import ConflictError, IntegrityError, Vault, VaultError, VaultMemoryTool, generate_key
 
@@ -31,13 +31,7 @@ def server(path: Path) -> Path:
 @pytest.fixture
 def shared(tmp_path: Path) -> tuple[Path, str, Vault]:
     """A server holding a vault pushed by its first host: (server, key, that host's vault)."""
-    key = generate_key()
-    remote = server(tmp_path / "server.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote))
-    first.push()
-    return remote, key, first
+    return pushed(tmp_path, make_server=server)
 
 
 def unsealed_commit(repo: Path, parent: str | None, text: str) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pygit2
 import pytest
 from conftest import git
-from test_sync import git_daemon, server, write
+from test_sync import git_daemon, pushed, server, write
 
 import vaultmem.repo.remotes as remotes
 from vaultmem import ConflictError, IntegrityError, Vault, VaultError, VaultMemoryTool, generate_key
@@ -34,13 +34,7 @@ from vaultmem.ops import autosync
 @pytest.fixture
 def shared(tmp_path: Path) -> tuple[Path, str, Vault]:
     """A server on a path holding a vault pushed by its first host: (server, key, that host's vault)."""
-    key = generate_key()
-    remote = server(tmp_path / "server.git")
-    first = Vault.init(tmp_path / "first.vault", key=key)
-    write(first, "a.txt", "one\n")
-    first.add_remote("origin", str(remote))
-    first.push()
-    return remote, key, first
+    return pushed(tmp_path)
 
 
 def clean_env(key: str, **extra: str) -> dict[str, str]:
