@@ -291,6 +291,11 @@ class Keyring:
         # The user key before the last rewrap: the stored keyring opens with
         # it until the rewrapped one is written (see take).
         self.previous_user_key: UserKey | None = None
+        # Erasures the forget commits of ``main`` record that this keyring
+        # lacks (a keyring put back from before them, an erasure cut short):
+        # the store that reads the history sets it; such a version reads as
+        # erased even while its key is still here.
+        self.recorded: dict[str, Erasure] = {}
 
     @property
     def format(self) -> int:
@@ -702,7 +707,12 @@ class Keyring:
             raise bad from err
 
     def erasure_of(self, blob: bytes) -> Erasure | None:
-        """The erasure of ``blob`` when its key was destroyed, else None."""
+        """The erasure of ``blob`` when its key was destroyed, or one the
+        history records (:attr:`recorded`), else None."""
+        if self.recorded:
+            found = self.recorded.get(blob_id(blob))
+            if found is not None:
+                return found
         return self._record(blob_id(blob)) if self._destroyed(self.nonce_of(blob)) else None
 
     def _destroyed(self, located: tuple[str, int] | None) -> bool:
@@ -718,6 +728,10 @@ class Keyring:
     def _decrypt(self, blob: bytes, bad: IntegrityError, path: str | None) -> tuple[bytes, bytes]:
         """The bound path and the content, checked against the header's length."""
         fmt, key_id, nonce, length, token = _split_blob(blob)
+        recorded = self.recorded.get(blob_id(blob)) if self.recorded else None
+        if recorded is not None:
+            what = f"this version of {path}" if path is not None else "this file version"
+            raise ErasedError(f"Error: {what} was {recorded.describe()}; its content is gone.", recorded.commit)
         if fmt == 1:
             key = self.keys.get(key_id)
             if key is not None and key.fernet is None:

@@ -299,7 +299,10 @@ def apply_retention(
     )
     if shared:
         note = (
-            f"{shared} older version(s) are in storage format 1 with no shadow; their shared keys cannot be "
+            "1 older version is in storage format 1 with no shadow; its key is shared and cannot be destroyed "
+            "alone, so retention leaves it."
+            if shared == 1
+            else f"{shared} older versions are in storage format 1 with no shadow; their shared keys cannot be "
             "destroyed one by one, so retention leaves them."
         )
         result = dataclasses.replace(result, notes=(*result.notes, note))
@@ -473,7 +476,16 @@ def erase(
     if version is None:  # erased meanwhile: nothing to commit
         store.finish_erasure()  # drops what an earlier attempt of this build recorded
         store.finish_removal()
-    return plan.result(False, version)
+    result = plan.result(False, version)
+    bundles = keys.keyring_bundles(store.repo) if version is not None else []
+    if bundles:
+        kept = ", ".join(bundles[:3]) + (f" and {len(bundles) - 3} more" if len(bundles) > 3 else "")
+        note = (
+            f"The git bundle {kept} in the vault folder holds a keyring from before this erasure, with the keys it "
+            "destroyed: vaultmem leaves files it did not write; move it out of the vault folder, or delete it."
+        )
+        result = dataclasses.replace(result, notes=(*result.notes, note))
+    return result
 
 
 def _name_visible(store: Store, target: FileVersion) -> bool:
@@ -491,7 +503,8 @@ def _name_visible(store: Store, target: FileVersion) -> bool:
 def _notes(removed: Sequence[MemoryPath], visible: Sequence[FileVersion], sealed: bool) -> tuple[str, ...]:
     notes = []
     if removed:
-        notes.append(f"{len(removed)} current file(s) hold erased content and leave the memory in the same commit.")
+        held = "file holds erased content and leaves" if len(removed) == 1 else "files hold erased content and leave"
+        notes.append(f"{len(removed)} current {held} the memory in the same commit.")
     if visible:
         names = sorted({t.path for t in visible})
         where = (
@@ -499,12 +512,13 @@ def _notes(removed: Sequence[MemoryPath], visible: Sequence[FileVersion], sealed
             if not sealed
             else "These versions were written before this vault sealed its names"
         )
+        one = len(names) == 1
         notes.append(
-            f"{where}: the name(s) "
+            f"{where}: the name{'' if one else 's'} "
             + ", ".join(names[:5])
             + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-            + " stay readable, without the key, in the trees of the versions that held them "
-            "(`git log --stat`); the content does not."
+            + f" {'stays' if one else 'stay'} readable, without the key, in the trees of the versions that held "
+            f"{'it' if one else 'them'} (`git log --stat`); the content does not."
         )
     elif sealed:
         notes.append("Names are sealed in this vault: each erased version's name is erased with its content.")

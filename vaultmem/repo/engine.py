@@ -311,7 +311,7 @@ class Engine:
             raise VaultError("Error: sealed names need storage format 2.")
         folder = Path(path)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-            raise VaultError(f"Error: {folder} exists and is not an empty folder; choose a new folder for the vault.")
+            raise VaultError("Error: " + taken_folder(folder))
         protector: dict[str, Any] = {"kind": "key"}
         if passphrase is not None and key is None and key_file is None:
             check_new_passphrase(passphrase)
@@ -450,6 +450,7 @@ class Engine:
         vault._alternate, vault._overlay = alternate, views.get(MAIN)
         vault._policy_overlay = views.get(policy_mod.POLICY_REF)
         vault._signers_overlay = views.get(SIGNERS_REF)
+        vault._note_recorded()
         return vault
 
     # -- plumbing ------------------------------------------------------------
@@ -523,13 +524,26 @@ class Engine:
             doc = Keyring.parse(keyring_blob(self.repo, ref.target))
             if doc == self.keyring.doc:
                 return
+            self._erasure_checked = False  # the next write checks it against main's erasures
             ring = Keyring.unlock(doc, self.keyring.user_key)
             if ring.intact and ring.supersedes(self.keyring):
                 self.keyring = ring
+                self._note_recorded()
             # Otherwise it was edited without the key, or rolled back (a key
             # lost, an erased key back): verify() reports it; never adopted.
         except (VaultError, pygit2.GitError, KeyError, ValueError):
             self._keyring_stamp = None  # read again next time: it may be mid-write, or another key now opens it
+
+    def _note_recorded(self) -> None:
+        """The versions the forget commits of main erased that the keyring
+        still holds keys of (a keyring put back from before an erasure, or
+        one cut short) read as erased all the same; the next write destroys
+        those keys again (see :func:`keys.recorded_erasures`)."""
+        try:
+            recorded = keys.recorded_erasures(self.repo, self.path, self._head())
+        except (VaultError, pygit2.GitError, KeyError, ValueError, OSError):
+            return
+        self.keyring.recorded = keys.lacking_erasures(self.keyring.doc, recorded)
 
     def snapshot(self, at: str | datetime | None = None) -> Snapshot:
         """A consistent read-only view of the memory, now or at a version."""
@@ -890,6 +904,13 @@ class Engine:
         """After a pull moved the signers branch (git's allowed-signers file:
         :mod:`vaultmem.repo.signing`)."""
 
+    def _settle_keyring(self) -> None:
+        """Before a key change (under the writer lock): finish any erasure
+        first, so the change never builds on a keyring that still holds keys
+        an erasure destroyed (one put back with git from before it)."""
+        with contextlib.suppress(VaultError):  # what is left, check_unchanged and verify report
+            self._finish_erasure()
+
     def _finish_erasure(self) -> None:
         """Finish an erasure a killed process left (under the writer lock);
         :class:`~vaultmem.repo.shredding.Shredding` does the work."""
@@ -1221,6 +1242,7 @@ class Engine:
             new_key = self._user_key(key, key_file, None, None)
         with self._lock.hold():
             self._commits.recover()
+            self._settle_keyring()
             keys.check_unchanged(self.repo, self.keyring)
             if protector["kind"] == self.keyring.protector.get("kind") and hmac.compare_digest(
                 new_key.mac_key, self.keyring.user_key.mac_key
@@ -1247,6 +1269,7 @@ class Engine:
         _check_label("actor", actor)
         with self._lock.hold():
             self._commits.recover()
+            self._settle_keyring()
             keys.check_unchanged(self.repo, self.keyring)
             now = int(self.clock())
             # --reencrypt's rekey commit: refused before the keyring changes if it cannot be signed
@@ -1406,6 +1429,16 @@ def _sealed_main(repo: pygit2.Repository) -> bool:
         return False
     head, _, _ = raw.partition(b"\n\n")
     return any(line.startswith(SEAL_HEADER + b" ") for line in head.split(b"\n"))
+
+
+def taken_folder(folder: Path) -> str:
+    """Why a new vault cannot be made in ``folder``, which exists and is not
+    empty: saying so when it is a vault already."""
+    if Engine.protection(folder) is not None:
+        return (
+            f"{folder} is a vault already (it exists and is not an empty folder); choose a new folder for a new vault."
+        )
+    return f"{folder} exists and is not an empty folder; choose a new folder for the vault."
 
 
 def _was_a_vault(repo: pygit2.Repository) -> bool:

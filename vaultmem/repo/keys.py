@@ -11,15 +11,20 @@ before it is removed from the disk (:func:`replace_keyring`).
 from __future__ import annotations
 
 import contextlib
+import json
+import mmap
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from struct import error as struct_error
 from typing import Any
 
 import pygit2
 
-from vaultmem.core.crypto import Keyring
+from vaultmem.core.crypto import Erasure, Keyring
+from vaultmem.core.versions import Version
 from vaultmem.errors import ConflictError, NotAVaultError
 from vaultmem.git import durable, objects
 from vaultmem.git.commits import COMMITTER, CommitPath, Damaged, Draft, read_ref
@@ -375,3 +380,240 @@ def set_due(gitdir: Path, doomed: set[bytes], tips: set[bytes]) -> None:
     else:
         _remove(gitdir, DOOMED)
     _remove(gitdir, REPLACING)
+
+
+# -- the erasures main records ---------------------------------------------------------
+# The forget commits of ``main`` say which file versions were erased, whatever
+# keyring the ref names: one put back from before an erasure (`git update-ref`
+# from a saved id, a backup bundle, a clone made before it) still holds their
+# keys, and is judged against them.  What a walk of main found is remembered in
+# the state folder (``erasures``: the tip walked to and what it found), so the
+# next look walks only the versions written since.
+
+ERASURES = "erasures"
+
+
+def recorded_erasures(repo: pygit2.Repository, gitdir: Path, head: pygit2.Oid | None) -> dict[str, Erasure]:
+    """The file versions the forget commits of the history ending at ``head``
+    erased, by blob id, with who erased each, when and why."""
+    if head is None:
+        return {}
+    tip: pygit2.Oid | None = None
+    found: dict[str, Erasure] = {}
+    with contextlib.suppress(ValueError, KeyError, TypeError, IndexError):
+        doc = json.loads(_read(gitdir, ERASURES) or "null")
+        tip = pygit2.Oid(hex=doc["main"])
+        found = {str(k): Erasure(str(v[0]), str(v[1]), int(v[2]), str(v[3])) for k, v in doc["erased"].items()}
+    if tip == head:
+        return found
+    walker = repo.walk(head, pygit2.enums.SortMode.NONE)
+    try:
+        if tip is None or not repo.descendant_of(head, tip):
+            raise KeyError(tip)  # main went elsewhere (or nothing is remembered): walk it all
+        walker.hide(tip)
+    except (KeyError, ValueError, pygit2.GitError):
+        found = {}
+    walked, whole = 0, True
+    try:
+        for commit in walker:
+            walked += 1
+            if b"\nVaultmem-Erased: " not in commit.raw_message:
+                continue
+            with contextlib.suppress(ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
+                version = Version.from_commit(commit)
+                if version.command != "forget":
+                    continue
+                erasure = Erasure(version.id, version.actor, int(version.time.timestamp()), version.reason or "")
+                for line in version.erased:
+                    found.setdefault(line.split(" ")[-1], erasure)
+    except (KeyError, ValueError, pygit2.GitError):
+        whole = False  # a damaged history: what could be read counts (verify reports the rest), never remembered
+    if whole and (walked > 64 or found):  # best effort: a vault that cannot be written here is walked again
+        doc = {"main": str(head), "erased": {k: [e.commit, e.actor, e.time, e.reason] for k, e in found.items()}}
+        path = _state(gitdir) / ERASURES
+        tmp = path.with_name(f"tmp-{os.getpid()}.{ERASURES}")
+        try:
+            tmp.write_text(json.dumps(doc, sort_keys=True), encoding="ascii")
+            os.rename(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return found
+
+
+def lacking_erasures(doc: dict[str, Any], recorded: dict[str, Erasure]) -> dict[str, Erasure]:
+    """The erasures of ``recorded`` that the keyring document ``doc`` does
+    not record: it was put back from before them, or an erasure was cut short."""
+    if not recorded:
+        return {}
+    erased = doc.get("erased") or {}
+    return {oid: erasure for oid, erasure in recorded.items() if oid not in erased}
+
+
+# -- keyrings no ref names ---------------------------------------------------------------
+# A keyring's objects in the object store that no ref reaches: a clone's keyring a
+# fetch brought and the next fetch stopped naming (``FETCH_HEAD`` overwritten), a
+# bundle unpacked by hand, a keyring commit made with `git commit-tree`.  One that
+# lacks an erasure the vault's keyring records may hold the keys it destroyed.
+
+_KEYRING_TREE_SIZE = len(f"100644 {KEYRING_FILE}\0") + 20  # a tree of the keyring file alone
+_LOOSE_BLOB_READ = 1 << 20  # a loose blob up to this size is read to see whether it is a keyring
+
+
+def _headers(repo: pygit2.Repository) -> Iterator[tuple[bytes, int, int, bool]]:
+    """``(id, kind, size, loose)`` of every object in the vault folder: a
+    packed one's read from its entry in the pack (libgit2 resolves a delta's),
+    a loose one's from libgit2."""
+    objects_dir = Path(repo.path) / "objects"
+    seen: set[bytes] = set()
+    with contextlib.suppress(OSError):
+        for fan in os.listdir(objects_dir):
+            if len(fan) != 2:
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                for name in os.listdir(objects_dir / fan):
+                    if len(name) == 38:
+                        seen.add(bytes.fromhex(fan + name))
+    for raw in sorted(seen):
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            found, size = repo.odb.read_header(pygit2.Oid(raw=raw))
+            yield raw, int(found), size, True
+    pack_dir = objects_dir / "pack"
+    try:
+        names = sorted(os.listdir(pack_dir))
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith("pack-") and name.endswith(".idx")):
+            continue
+        try:
+            entries = objects.read_index((pack_dir / name).read_bytes())
+        except (OSError, ValueError, struct_error):
+            continue
+        try:
+            with (
+                open(pack_dir / f"{name[: -len('.idx')]}.pack", "rb") as fh,
+                mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as pack,
+            ):
+                for raw, _, at in entries:
+                    if raw in seen:
+                        continue
+                    seen.add(raw)
+                    kind, size = _entry_header(pack, at)
+                    if kind in (objects.COMMIT, objects.TREE, objects.BLOB, 4):
+                        yield raw, kind, size, False
+                        continue
+                    with contextlib.suppress(KeyError, ValueError, pygit2.GitError):  # a delta: its object's header
+                        found, size = repo.odb.read_header(pygit2.Oid(raw=raw))
+                        yield raw, int(found), size, False
+        except (OSError, ValueError, IndexError):
+            continue  # a pack cut short or gone meanwhile: git cannot read it either
+
+
+def _entry_header(pack: mmap.mmap, at: int) -> tuple[int, int]:
+    """The kind and the size a pack entry's header at ``at`` gives (for a
+    delta, its own kind and size, not its object's)."""
+    byte = pack[at]
+    kind, size, shift = (byte >> 4) & 7, byte & 15, 4
+    while byte & 0x80:
+        at += 1
+        byte = pack[at]
+        size |= (byte & 0x7F) << shift
+        shift += 7
+    return kind, size
+
+
+def unnamed_keyrings(repo: pygit2.Repository, keep: set[bytes]) -> dict[bytes, set[bytes]]:
+    """Keyrings in the object store outside ``keep`` (the objects the refs
+    reach that count), by the id of their keyring file: that file, the trees
+    holding it alone and the commits of those trees (raw ids).  Reads the
+    header of every object, and the commits only when such a tree is found."""
+    trees: dict[bytes, bytes] = {}
+    commits: list[bytes] = []
+    out: dict[bytes, set[bytes]] = {}
+    for raw, kind, size, loose in _headers(repo):
+        if raw in keep:
+            continue
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            if kind == objects.TREE and size == _KEYRING_TREE_SIZE:
+                entries = objects.decode_tree(repo.odb.read(pygit2.Oid(raw=raw))[1])
+                entry = entries.get(KEYRING_FILE.encode())
+                if entry is not None and len(entries) == 1:
+                    trees[raw] = entry[1]
+            elif kind == objects.COMMIT:
+                commits.append(raw)
+            elif kind == objects.BLOB and loose and size < _LOOSE_BLOB_READ:
+                data = repo.odb.read(pygit2.Oid(raw=raw))[1]
+                if data[:1] == b"{" and b'"vaultmem_format"' in data:
+                    out[raw] = {raw}
+    for tree, blob in trees.items():
+        out.setdefault(blob, {blob}).add(tree)
+    if trees:
+        for raw in commits:
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                named = objects.commit_tree(repo.odb.read(pygit2.Oid(raw=raw))[1])
+                if named in trees:
+                    out[trees[named]].add(raw)
+    return {blob: found - keep for blob, found in out.items()}
+
+
+def unnamed_lagging(repo: pygit2.Repository) -> set[bytes]:
+    """The objects of keyrings no ref names (:func:`unnamed_keyrings`) that
+    lack an erasure the vault's keyring records: they may hold its keys."""
+    current = repo.references.get(KEYRING_REF)
+    try:
+        target = current.resolve().target if current is not None else None
+        erased = set(Keyring.parse(keyring_blob(repo, target)).get("erased") or {}) if target is not None else set()
+    except (NotAVaultError, KeyError, ValueError, pygit2.GitError):
+        return set()
+    if not erased or not isinstance(target, pygit2.Oid):
+        return set()
+    out: set[bytes] = set()
+    for blob, found in unnamed_keyrings(repo, keyring_objects(repo, keyring_tips(repo))).items():
+        try:
+            theirs = set(Keyring.parse(repo.odb.read(pygit2.Oid(raw=blob))[1]).get("erased") or {})
+        except (NotAVaultError, KeyError, ValueError, pygit2.GitError):
+            theirs = set()  # its file is gone or unreadable: what is left of it goes too
+        if not erased <= theirs:
+            out |= found
+    return out
+
+
+_BUNDLE_HEADS = (b"# v2 git bundle\n", b"# v3 git bundle\n")
+
+
+def keyring_bundles(repo: pygit2.Repository) -> list[str]:
+    """The git bundles kept inside the vault folder (``git bundle create``)
+    that name a keyring commit outside the vault keyring's history: one from
+    before an erasure (every erasure starts the keyring anew), which may hold
+    the keys it destroyed.  Their paths in the folder; the objects are not read."""
+    gitdir = Path(repo.path)
+    ref = repo.references.get(KEYRING_REF)
+    target = ref.target if ref is not None else None
+    if not isinstance(target, pygit2.Oid):
+        return []
+    history: set[bytes] | None = None
+    out: list[str] = []
+    for where, dirs, files in os.walk(gitdir):
+        if Path(where) == gitdir:
+            dirs[:] = [d for d in dirs if d not in ("objects", "refs", "logs")]
+        for name in files:
+            path = Path(where) / name
+            try:
+                with open(path, "rb") as fh:
+                    if fh.read(16) not in _BUNDLE_HEADS:
+                        continue
+                    head = fh.read(1 << 20).split(b"\n\n", 1)[0]
+            except OSError:
+                continue
+            named = set()
+            for line in head.split(b"\n"):
+                if line.endswith(b"/vaultmem-keyring") and len(line) > 41 and line[40:41] == b" ":
+                    with contextlib.suppress(ValueError):
+                        named.add(bytes.fromhex(line[:40].decode("ascii")))
+            if named:
+                if history is None:
+                    history = keyring_objects(repo, [target])
+                if not named <= history:
+                    out.append(str(path.relative_to(gitdir)))
+    return sorted(out)

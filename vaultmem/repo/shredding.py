@@ -20,6 +20,7 @@ import pygit2
 
 from vaultmem.core.crypto import (
     Erasure,
+    Keyring,
 )
 from vaultmem.core.versions import (
     Version,
@@ -28,13 +29,14 @@ from vaultmem.core.versions import (
 from vaultmem.errors import (
     BusyError,
     StorageError,
+    VaultError,
 )
 from vaultmem.git import commits as commit_path
 from vaultmem.git import durable, objects, prune
 from vaultmem.repo import keys
 from vaultmem.repo.engine import Engine
 from vaultmem.repo.history import first_parents
-from vaultmem.repo.keys import KEYRING_REF, write_keyring
+from vaultmem.repo.keys import KEYRING_REF, keyring_blob, write_keyring
 
 GC_WAIT = 30
 """Seconds an erasure waits, holding the writer lock, for a ``git gc``
@@ -169,6 +171,7 @@ class Shredding(Engine):
         brought back; under the writer lock."""
         self._erasure_checked = True
         self._finish_destroying()
+        self._destroy_recorded()
         if (
             keys.pending(self.path)
             or any(self.repo.odb.exists(oid.hex()) for oid in keys.replaced(self.path))
@@ -206,10 +209,73 @@ class Shredding(Engine):
             self.destroy_keys_locked(blobs, erasure)
         self.end_erasure()
 
-    def _finish_removal(self, what: str) -> None:
+    def _destroy_recorded(self) -> None:
+        """Destroy again the keys of file versions the forget commits of main
+        erased that the keyring on disk still holds: a keyring put back with
+        git from before those erasures (a saved id, a backup bundle, a clone
+        made before them).  Nothing builds on it: the keyring becomes a new
+        root without those keys (holding any key the keyring this vault read
+        has beside them), and the one put back leaves the disk with every
+        other copy.  Under the writer lock."""
+        recorded = keys.recorded_erasures(self.repo, self.path, self._head())
+        ref = self.repo.references.get(KEYRING_REF) if recorded else None
+        if ref is None:
+            return
+        try:
+            doc = Keyring.parse(keyring_blob(self.repo, ref.target))
+            lacking = keys.lacking_erasures(doc, recorded)
+            if not lacking:
+                return
+            disk = Keyring.unlock(doc, self.keyring.user_key)
+        except VaultError:
+            return  # another key opens it now, or it is damaged: reads and verify judge it
+        if not disk.intact:
+            return  # a keyring altered without the key: writes refuse it, verify says why
+        now = int(self.clock())
+        base = disk
+        if disk.doc != self.keyring.doc and self.keyring.intact:
+            base = Keyring.union([disk, self.keyring], self.keyring.user_key, self.keyring.protector, now)
+        groups: dict[str, tuple[Erasure, dict[str, tuple[str, int]]]] = {}
+        for oid, erasure in sorted(lacking.items()):
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError, VaultError):
+                located = self.keyring.nonce_of(self.read_blob(bytes.fromhex(oid)))
+                if located is not None:
+                    groups.setdefault(erasure.commit, (erasure, {}))[1][oid] = located
+        tips = keys.keyring_tips(self.repo)
+        try:
+            self.keyring.take(base)
+            done = [oid for erasure, blobs in groups.values() for oid in self.keyring.destroy(blobs, erasure, now)]
+            if not done and base.same_keys(disk):
+                keys.back_to_stored(self.path, self.keyring)
+                return
+            if self.keyring.names is not None:
+                self.keyring.names.forget()
+            count = len(lacking)
+            files = "file version" if count == 1 else "file versions"
+            message = f"vaultmem: erase again the keys of {count} {files} main's history erased"
+            self._record_replacing(tips)
+            write_keyring(self._commits, self.keyring, message, now, root=True)
+            self.keyring.recorded = {}  # destroyed now; until then they read as erased all the same
+            self._drop_old_keyrings(tips)  # a copy another program keeps: verify reports it
+        except BaseException as err:
+            keys.back_to_stored(self.path, self.keyring)
+            self._keyring_stamp = None
+            self._erasure_checked = False
+            if isinstance(err, OSError):
+                raise StorageError(
+                    f"Error: destroying again the keys of versions main's history erased failed "
+                    f"({commit_path.storage_reason(err)}); they read as erased all the same. Run the erasure "
+                    "again, or write again, to finish it."
+                ) from err
+            raise
+        self._keyring_stamp = None
+        self._keyring_changed()
+
+    def _finish_removal(self, what: str, *, unnamed: bool = False) -> None:
         """Remove what an earlier erasure or migration had to leave on the
-        disk, or a fetch brought back (under the writer lock); BusyError if
-        some is still held."""
+        disk, or a fetch brought back (under the writer lock), and with
+        ``unnamed`` a keyring no ref names that lacks an erasure (a scan of
+        every object's header); BusyError if some is still held."""
         current = self.repo.references.get(KEYRING_REF)
         keep = keys.keyring_objects(self.repo, [pygit2.Oid(hex=str(current.target))]) if current is not None else set()
         if (
@@ -217,6 +283,7 @@ class Shredding(Engine):
             and not self._stray_keyrings(keep)
             and not self._fetched_keyrings(self.repo, keep)
             and not keys.lagging_copies(self.repo)
+            and not (unnamed and keys.unnamed_lagging(self.repo))
         ):
             if keys.pending(self.path):  # a record of nothing left: a move that never happened
                 with contextlib.suppress(OSError):
@@ -238,10 +305,11 @@ class Shredding(Engine):
             )
 
     def finish_removal(self, what: str = "erasure") -> None:
-        """:meth:`_finish_removal`, taking the writer lock."""
+        """:meth:`_finish_removal`, taking the writer lock, keyrings no ref
+        names included (an erasure run again that finds nothing left to erase)."""
         with self._lock.hold():
             self._commits.recover()
-            self._finish_removal(what)
+            self._finish_removal(what, unnamed=True)
 
     def finish_erasure(self) -> None:
         """Finish an erasure a killed process left, if any (takes the writer lock)."""
@@ -266,6 +334,7 @@ class Shredding(Engine):
             doomed |= self._stray_keyrings(keep)
         doomed |= self._pending_doomed() - keep
         doomed |= self._fetched_keyrings(repo, keep)
+        doomed |= keys.unnamed_lagging(repo) - keep  # no ref names them: git would keep them until it prunes
         naming, tags = _refs_naming(repo, doomed | gone)
         doomed |= tags
         # Written (synced) before any ref naming them goes: after a crash from

@@ -619,7 +619,8 @@ def _erasures(repo: pygit2.Repository, checker: Verifier, real: set[bytes]) -> N
                     "erasure",
                     None,
                     f"blob {oid.hex()} is listed as erased but its key still exists: the erasure "
-                    "was cut short; run it again",
+                    "was cut short, or the keyring was put back from before it; vaultmem reads it as erased, "
+                    "and the next write (or the same erasure run again) destroys the key",
                 )
     checker._commit = ""
 
@@ -658,6 +659,16 @@ def _replaced_keyrings(repo: pygit2.Repository, checker: Verifier) -> None:
             "that lacks erasures this vault made, so it may still hold the keys they destroyed (a clone's keyring "
             "copied in with git): run the same erasure again, or any write, to remove it",
         )
+    elif unnamed := sorted(oid.hex() for oid in keys.unnamed_lagging(repo)):
+        checker._commit = ""
+        checker.find(
+            "erasure",
+            None,
+            f"{_plural(len(unnamed), 'object')} of a keyring no ref names ({unnamed[0][:12]}"
+            f"{', ...' if len(unnamed) > 1 else ''}: fetched in with git, or made by hand) "
+            f"{'is' if len(unnamed) == 1 else 'are'} on the disk, and that keyring lacks erasures this vault made, "
+            "so it may still hold the keys they destroyed: run the same erasure again to remove it",
+        )
     elif keys.due(gitdir) - keep and (held := prune.git_leftovers(gitdir)):
         checker._commit = ""
         checker.find(
@@ -666,6 +677,15 @@ def _replaced_keyrings(repo: pygit2.Repository, checker: Verifier) -> None:
             f"an erasure's removal of the keyring it replaced is unfinished: {held[0]}"
             f"{' and more' if len(held) > 1 else ''} (a file git was writing) may hold a copy, with keys it "
             "destroyed: run the same erasure again (such a file is removed once an hour old)",
+        )
+    if checker.keyring.erased and (bundles := keys.keyring_bundles(repo)):
+        checker._commit = ""
+        checker.find(
+            "erasure",
+            None,
+            f"the git bundle {bundles[0]}{' and more' if len(bundles) > 1 else ''} in the vault folder holds a "
+            "keyring from before an erasure (or another clone's), which may hold the keys it destroyed: move it "
+            "out of the vault folder, or delete it",
         )
 
 
