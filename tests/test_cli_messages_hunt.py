@@ -172,7 +172,7 @@ def test_an_import_refused_for_clashes_names_the_replace_option(
     monkeypatch.setenv("VAULTMEM_KEY", key)
     assert main(["--vault", str(path), "import", str(tmp_path / "sdk")]) == 2
     assert _one_line(capsys.readouterr().err) == (
-        "vaultmem: cannot import: 1 path(s) already exist in the vault (/memories/a.txt). Import into an empty "
+        "vaultmem: cannot import: 1 path already exists in the vault (/memories/a.txt). Import into an empty "
         "vault, remove them first, or give --replace to make the memory exactly the folder. Nothing was imported."
     )
     assert _history(path, key) == ids[::-1]

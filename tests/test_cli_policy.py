@@ -225,7 +225,7 @@ def test_policy_set_reads_expire_after_as_a_duration(cli: Callable[..., Result],
     assert result.out in ("expire_after: null -> 2592000\n", "expire_after: null -> 30d\n")
     assert setup.open().policy.expire_after == 2_592_000
     assert cli("policy", "show").out.splitlines()[-6] == "expire_after       30d"
-    assert cli("policy", "set", "expire_after=2592000").out == "Nothing changed: the policy already says that.\n"
+    assert cli("policy", "set", "expire_after=2592000s").out == "Nothing changed: the policy already says that.\n"
 
 
 def test_policy_set_without_a_change_commits_nothing(cli: Callable[..., Result], setup: Setup) -> None:
@@ -260,7 +260,7 @@ def test_off_none_and_null_turn_automatic_expiry_off(cli: Callable[..., Result],
     [
         ("secrets=maybe", "secrets must be one of off, redact, refuse, not 'maybe'."),
         ("secrets=off=1", "secrets must be one of off, redact, refuse, not 'off=1'."),
-        ("colour=red", "unknown policy field(s): colour."),
+        ("colour=red", "unknown policy field: colour."),
         ("max_files=0", "max_files must be a whole number of at least 1 or null."),
         ("max_files=many", "max_files must be a whole number of at least 1 or null."),
         ("max_file_bytes=off", "max_file_bytes must be a whole number of at least 1."),
@@ -359,7 +359,7 @@ def test_expire_dry_run_lists_files_and_changes_nothing(cli: Callable[..., Resul
         f"{STAMP}  /memories/a.txt\n"
         f"{LATER}  /memories/b.txt\n"
         f"{STAMP}  /memories/dir/c.txt\n"
-        "Would delete 3 files unused for 30d or more (dry run: nothing changed).\n"
+        "Would delete 3 files unused for 30 days or more (dry run: nothing changed).\n"
     )
     assert git(setup.path, "rev-parse", "main").strip() == head
 
@@ -372,7 +372,7 @@ def test_expire_deletes_and_names_the_new_version(cli: Callable[..., Result], se
         f"{STAMP}  /memories/a.txt\n"
         f"{LATER}  /memories/b.txt\n"
         f"{STAMP}  /memories/dir/c.txt\n"
-        f"Deleted 3 files unused for 30d or more: new version {version.id[:10]}.\n"
+        f"Deleted 3 files unused for 30 days or more: new version {version.id[:10]}.\n"
     )
     assert (version.command, version.actor, version.session) == ("expire", "cli", None)
     assert version.paths == ("/memories/a.txt", "/memories/b.txt", "/memories/dir/c.txt")
@@ -389,7 +389,7 @@ def test_expire_says_one_file_in_the_singular(cli: Callable[..., Result], setup:
     lines = result.out.splitlines()
     assert len(lines) == 2, lines
     assert lines[0] == f"{LATER}  /memories/b.txt"
-    assert re.fullmatch(r"Deleted 1 file unused for 30d or more: new version [0-9a-f]{10}\.", lines[1]), lines
+    assert re.fullmatch(r"Deleted 1 file unused for 30 days or more: new version [0-9a-f]{10}\.", lines[1]), lines
     version = setup.open().history(limit=1)[0]
     assert lines[1].endswith(f" {version.id[:10]}.")
     assert (version.actor, version.session, version.paths) == ("ops", "sweep-3", ("/memories/b.txt",))
@@ -397,10 +397,10 @@ def test_expire_says_one_file_in_the_singular(cli: Callable[..., Result], setup:
 
 def test_expire_with_nothing_stale_says_so(cli: Callable[..., Result], setup: Setup) -> None:
     result = cli("expire", "--unread-for", "5200w")
-    assert result == Result(0, "Nothing to expire: every file was read or written in the last 5200w.\n", "")
+    assert result == Result(0, "Nothing to expire: every file was read or written in the last 5200 weeks.\n", "")
     assert commit_count(setup.path) == 3
     dry = cli("expire", "--unread-for", "5200w", "--dry-run")
-    assert dry.out == "Nothing to expire: every file was read or written in the last 5200w.\n"
+    assert dry.out == "Nothing to expire: every file was read or written in the last 5200 weeks.\n"
 
 
 def test_expire_json_dry_run_and_real(cli: Callable[..., Result], setup: Setup) -> None:

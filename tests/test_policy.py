@@ -184,7 +184,7 @@ def test_a_pattern_kind_of_40_characters_is_accepted() -> None:
 
 
 def test_from_dict_refuses_unknown_fields_and_non_objects() -> None:
-    with pytest.raises(VaultError, match=r"^Error: unknown policy field\(s\): colour, size\.$"):
+    with pytest.raises(VaultError, match=r"^Error: unknown policy fields: colour, size\.$"):
         Policy.from_dict({"secrets": "off", "size": 1, "colour": "red"})
     with pytest.raises(VaultError, match="a policy is a JSON object"):
         Policy.from_dict(["secrets"])  # type: ignore[arg-type]

@@ -528,7 +528,7 @@ def test_import_refuses_a_path_that_already_exists_and_writes_nothing(
     with pytest.raises(AlreadyExistsError) as info:
         seeded.import_folder(source)
     message = str(info.value)
-    assert "1 path(s) already exist" in message and "/memories/existing.txt" in message
+    assert "1 path already exists" in message and "/memories/existing.txt" in message
     assert message.endswith(NOTHING)
     assert_unchanged(seeded, vault_path, was)
     assert seeded.read("/memories/existing.txt") == "already here\n"
@@ -1029,7 +1029,7 @@ def test_cli_import_records_actor_and_session_and_reports_empty_folders(
     assert result.code == 0
     lines = result.out.splitlines()
     assert lines[0].startswith(f"Imported 1 file (2 bytes) from {source}/memories as version ")
-    assert lines[1:] == ["Left out 1 empty folder(s): git records files, not empty folders."]
+    assert lines[1:] == ["Left out 1 empty folder: git records files, not empty folders."]
     [version] = vault.history()
     assert (version.actor, version.session) == ("migration", "move-7")
 

@@ -57,7 +57,7 @@ from vaultmem.cli.render import (
     write_exact,
     write_text,
 )
-from vaultmem.core.policy import DURATIONS, Policy
+from vaultmem.core.policy import DURATIONS, MAX_DURATION, Policy, duration_words
 from vaultmem.core.text import visible
 from vaultmem.core.values import is_unicode
 from vaultmem.errors import BadKeyError, CommandError, NotFoundError, VaultError, WrongKeyError
@@ -203,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name not in OWN_VAULT:
             _global_options(command, *[argparse.SUPPRESS] * 4)
             signers_cli.signing_options(command, argparse.SUPPRESS)
+        if name == "mcp":  # MCP speaks on standard input: a passphrase is never read there (_key_args)
+            command._option_string_actions["--passphrase"].help = (
+                f"use a passphrase: from {ENV_PASSPHRASE}, else asked for at a terminal (never read from standard "
+                "input, where MCP speaks)"
+            )
         command.description = purpose[:1].upper() + purpose[1:] + "."
         command.epilog = (EPILOGS.get(name, "") + "\n\n" if name in EPILOGS else "") + f"example:\n  {EXAMPLES[name]}"
         command.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -776,9 +781,11 @@ def _refuse_before_asking(args: argparse.Namespace, folder: str, create: bool) -
     if not _is_terminal(sys.stdin) or args.command == "clone":  # a clone's folder is made by the clone
         return
     if create:
+        from vaultmem.repo.engine import taken_folder
+
         path = Path(folder)
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise UsageError(f"{folder} exists and is not an empty folder; choose a new folder for the vault.")
+            raise UsageError(taken_folder(path))
         return
     if Vault.protection(folder) is None:  # not a vault, or one whose keyring opening it explains
         try:
@@ -926,6 +933,8 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
         session=args.session,
         command=args.memory_command,
     )
+    if not versions and args.path is not None and _never_held(vault, args.path):
+        raise _never_there(args.path)
     if args.json:
         print_json([version_data(v) for v in versions])
     else:
@@ -933,6 +942,17 @@ def _log(vault: Vault, args: argparse.Namespace) -> int:
         for line in log_lines(versions):
             print(painted_log_line(line, on))
     return 0
+
+
+def _never_held(vault: Vault, path: str) -> bool:
+    """Whether ``path`` is not in the memory and no version ever changed it (a mistyped path)."""
+    return not _holds(vault, path, None) and not vault.history(path, limit=1)
+
+
+def _never_there(path: str) -> NotFoundError:
+    """What ``log`` and ``diff`` say of a path no version held: not the empty
+    answer of one that is there and did not change."""
+    return NotFoundError(f"Error: the vault has no versions of {path}: no file or folder there was ever written.")
 
 
 def _at_least_one(value: str | None, option: str, unit: str, hint: str = "") -> int | None:
@@ -1011,10 +1031,14 @@ def _diff(vault: Vault, args: argparse.Namespace) -> int:
         a = vault.resolve(args.a).id
         b = vault.resolve(args.b if args.b is not None else "main").id
         changes = vault.changes(a, b, path=args.path)
+        if not changes and args.path is not None and _never_held(vault, args.path):
+            raise _never_there(args.path)
         print_json({"from": a, "to": b, "changes": [change_data(c) for c in changes]})
     else:
-        changes = shown_changes(vault.changes(args.a, args.b, path=args.path))
-        write_text(painted_diff(unified(changes), colour_on(sys.stdout)))
+        found = vault.changes(args.a, args.b, path=args.path)
+        if not found and args.path is not None and _never_held(vault, args.path):
+            raise _never_there(args.path)
+        write_text(painted_diff(unified(shown_changes(found)), colour_on(sys.stdout)))
     return 0
 
 
@@ -1153,11 +1177,17 @@ def _import(vault: Vault, args: argparse.Namespace) -> int:
     if result.version is None:
         print(f"Nothing to import: {source} holds no files." if not args.replace else "Nothing changed.")
     else:
-        files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
+        files = _files_and_bytes(result.files, result.bytes)
         print(f"Imported {files} from {source} as version {short(result.version.id)}.")
     if result.empty_folders:
-        print(f"Left out {len(result.empty_folders)} empty folder(s): git records files, not empty folders.")
+        left = len(result.empty_folders)
+        print(f"Left out {left} empty folder{'' if left == 1 else 's'}: git records files, not empty folders.")
     return 0
+
+
+def _files_and_bytes(files: int, size: int) -> str:
+    """``1 file (1 byte)``, ``2 files (1,024 bytes)``."""
+    return f"{files} file{'s' if files != 1 else ''} ({size:,} byte{'s' if size != 1 else ''})"
 
 
 def _export_parser(commands: _Commands) -> None:
@@ -1174,7 +1204,7 @@ def _export(vault: Vault, args: argparse.Namespace) -> int:
             {"version": result.version, "folder": str(result.folder), "files": result.files, "bytes": result.bytes}
         )
         return 0
-    files = f"{result.files} file{'s' if result.files != 1 else ''} ({result.bytes:,} bytes)"
+    files = _files_and_bytes(result.files, result.bytes)
     if result.version is None:
         print(f"Exported {files} to {result.folder}: the vault has no versions yet.")
     else:
@@ -1231,18 +1261,41 @@ def _expire_parser(commands: _Commands) -> None:
     _who(expire, "cli")
 
 
-def _with_unit(value: str | None, option: str) -> None:
+def _with_unit(value: str | None, option: str, example: str) -> None:
     """Refuse an age given as a bare number: read as seconds, ``--keep-for
     365`` would erase every version older than six minutes, not a year."""
-    if value is not None and re.fullmatch(r"\s*[0-9]+\s*", value):
-        n = value.strip()
+    kind = _below_one_or_bare(value) if value is not None else None
+    n = (value or "").strip()
+    if kind == "below one":
+        raise UsageError(
+            f"{option} {n} is not a duration of at least 1: write one with a unit, such as {option} {example}. "
+            "Nothing was changed."
+        )
+    if kind == "bare":
         raise UsageError(
             f"{option} {n} has no unit: write {n}d for days (or {n}s, {n}m, {n}h, {n}w). Nothing was changed."
         )
 
 
+def _below_one_or_bare(text: str) -> str | None:
+    """``"below one"`` for a number under 1 (with a unit or not), ``"bare"``
+    for one of at least 1 with no unit (digits of any script, as
+    :func:`~vaultmem.core.policy.parse_duration` reads them), else None:
+    parse_duration says what is wrong with anything else, and a number too
+    long for 100 years even in seconds is too long whatever its unit."""
+    match = re.fullmatch(r"\s*(-?)(\d+)\s*([smhdw]?)\s*", text, re.IGNORECASE)
+    if match is None:
+        return None
+    sign, digits, unit = match.groups()
+    number = digits.lstrip("0") or "0"
+    count = int(number) if len(number) <= len(str(MAX_DURATION)) else MAX_DURATION + 1
+    if sign or count == 0:
+        return "below one"
+    return "bare" if not unit and count <= MAX_DURATION else None
+
+
 def _expire(vault: Vault, args: argparse.Namespace) -> int:
-    _with_unit(args.unread_for, "--unread-for")
+    _with_unit(args.unread_for, "--unread-for", "30d")
     result = vault.expire(args.unread_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
     if args.json:
         print_json(
@@ -1256,12 +1309,13 @@ def _expire(vault: Vault, args: argparse.Namespace) -> int:
     for stale in result.stale:
         print(f"{when(stale.last_used)}  {stale.path}")
     count = f"{len(result.stale)} file{'s' if len(result.stale) != 1 else ''}"
+    age = duration_words(args.unread_for)  # "1 day", not "1d"
     if not result.stale:
-        print(f"Nothing to expire: every file was read or written in the last {args.unread_for}.")
+        print(f"Nothing to expire: every file was read or written in the last {age}.")
     elif args.dry_run:
-        print(f"Would delete {count} unused for {args.unread_for} or more (dry run: nothing changed).")
+        print(f"Would delete {count} unused for {age} or more (dry run: nothing changed).")
     elif result.version is not None:
-        print(f"Deleted {count} unused for {args.unread_for} or more: new version {short(result.version.id)}.")
+        print(f"Deleted {count} unused for {age} or more: new version {short(result.version.id)}.")
     return 0
 
 
@@ -1317,6 +1371,12 @@ def _policy_set(vault: Vault, args: argparse.Namespace) -> int:
             "written is scanned. Set secrets=redact or secrets=refuse to use them.",
             file=sys.stderr,
         )
+    if "sync_remote" in changed and after.sync_remote not in (None, *(r.name for r in vault.remotes)):
+        print(  # the policy is the vault's, for every clone: this one cannot follow it yet
+            f"Note: this clone has no remote named {after.sync_remote!r}, so its memory tools work locally; add it "
+            f"with `vaultmem remote add {after.sync_remote} URL`.",
+            file=sys.stderr,
+        )
     if args.json:
         old, new = before.to_dict(), after.to_dict()
         print_json({"changed": {name: {"from": old[name], "to": new[name]} for name in changed}, "policy": new})
@@ -1340,6 +1400,7 @@ def _policy_value(name: str, raw: str) -> Any:
     if raw.lower() in ("none", "off", "null") and name != "secrets":
         return None
     if name in DURATIONS:
+        _duration_with_unit(name, raw)
         return raw
     try:
         return json.loads(raw)
@@ -1347,6 +1408,24 @@ def _policy_value(name: str, raw: str) -> Any:
         return raw
     except RecursionError:
         raise UsageError(f"the value of {name} is nested too deeply to read as JSON.") from None
+
+
+def _duration_with_unit(name: str, raw: str) -> None:
+    """Refuse a duration field given a number with no unit (read as seconds,
+    ``content_retention=365`` would erase every version older than six
+    minutes), or one below 1 (none: ``off``).  The policy file and the
+    library keep seconds; only the command line needs the unit."""
+    kind = _below_one_or_bare(raw)
+    if kind == "below one":
+        raise UsageError(
+            f"{name}={raw} is not a duration of at least 1: write one with a unit, such as {name}=365d, or "
+            f"{name}=off for none. Nothing was changed."
+        )
+    if kind == "bare":
+        n = raw.strip()
+        raise UsageError(
+            f"{name}={n} has no unit: write {name}={n}d for days (or {n}s, {n}m, {n}h, {n}w). Nothing was changed."
+        )
 
 
 def _policy_log_parser(policy: _Commands) -> None:
@@ -1418,13 +1497,21 @@ def _verify(vault: Vault, args: argparse.Namespace) -> int:
             where = " ".join(part for part in (f.version and short(f.version), f.path) if part)
             print(f"{paint(f.kind + ':', RED, on)} {visible(where + ': ' if where else '')}{visible(f.detail)}")
         erased = f" ({report.erased} erased)" if report.erased else ""
-        checked = f"{report.commits} versions, {report.blobs} file versions{erased} and {report.trees} trees"
+        checked = (
+            f"{_counted(report.commits, 'version')}, {_counted(report.blobs, 'file version')}{erased} and "
+            f"{_counted(report.trees, 'tree')}"
+        )
         if report.signed:
             checked += f", {report.signed} signature{'' if report.signed == 1 else 's'}"
         problems = len(report.findings)
         verdict = "no problems found" if report.ok else f"{problems} problem{'s' if problems != 1 else ''} found"
         print(f"Checked {checked}: {paint(verdict, GREEN if report.ok else RED, on)}.")
     return 0 if report.ok else 1
+
+
+def _counted(n: int, noun: str) -> str:
+    """``1 version``, ``2 versions``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _find_parser(commands: _Commands) -> None:
@@ -1515,7 +1602,7 @@ def _retention(vault: Vault, args: argparse.Namespace) -> int:
             "this vault's policy sets no content_retention; set one (`vaultmem policy set content_retention=365d`) "
             "or give --keep-for AGE."
         )
-    _with_unit(args.keep_for, "--keep-for")
+    _with_unit(args.keep_for, "--keep-for", "365d")
     result = vault.apply_retention(args.keep_for, dry_run=args.dry_run, actor=args.actor, session=args.session)
     return _erasure_report(result, args)
 
@@ -1824,7 +1911,7 @@ def _mcp_parser(commands: _Commands) -> None:
         metavar="N",
         type=int,
         default=1_048_576,
-        help="refuse a tool call whose arguments are larger (default 1048576)",
+        help="refuse a tool call sent in more bytes: its line (stdio) or body (HTTP) (default 1048576)",
     )
 
 
@@ -1838,6 +1925,8 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
         raise UsageError(f"vaultmem mcp needs the mcp extra: pip install 'vaultmem[mcp]' ({err}).") from err
     if not 0 < args.port < 65536:
         raise UsageError("--port must be between 1 and 65535.")
+    if args.max_request_bytes < 1:  # named as the option it was given by
+        raise UsageError(f"--max-request-bytes must be at least 1 (got {args.max_request_bytes}).")
     memory = MemoryServer(vault, actor=args.actor, read_only=args.read_only, max_request_bytes=args.max_request_bytes)
     sys.setswitchinterval(0.0005)  # the event loop answers sooner when a write's background work holds the GIL
     if not args.http:
@@ -2015,11 +2104,22 @@ def _transfer_data(transfer: Any) -> dict[str, Any]:
 
 
 def _say_moved(verb: str, transfer: Any) -> None:
+    absent, ahead = getattr(transfer, "absent", ()), getattr(transfer, "ahead", ())
     if not transfer.moved:
-        print(f"{verb}: nothing to move; {transfer.remote} and this vault agree.")
+        if absent or ahead:  # a pull: the remote lacks what this vault holds
+            print(f"{verb}: nothing new on {transfer.remote}.")
+        else:
+            print(f"{verb}: nothing to move; {transfer.remote} and this vault agree.")
     for branch, (old, new) in transfer.moved.items():
         how = " (merged)" if branch == "main" and transfer.merge is not None else ""
         print(f"{verb} {branch}: {short(old) if old else '(new)'}..{short(new)}{how}")
+    if absent:
+        names, them = " or ".join(absent), "them" if len(absent) > 1 else "it"
+        branches = "branches" if len(absent) > 1 else "branch"
+        print(f"{transfer.remote} has no {names} {branches}, which this vault holds; the next push puts {them} there.")
+    if ahead and not transfer.moved:
+        lacks = f"This vault holds versions of {' and '.join(ahead)} that {transfer.remote} lacks"
+        print(f"{lacks}; the next push sends them.")
     merge = transfer.merge
     if merge is None:
         return

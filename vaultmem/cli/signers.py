@@ -265,13 +265,17 @@ def signer_add(vault: Vault, args: argparse.Namespace) -> int:
 
 def signer_rotate(vault: Vault, args: argparse.Namespace) -> int:
     public = _read_public(args.key)
+    before = vault.signers.entries
     signers = vault.rotate_signer(args.name, public, actor=args.actor, session=args.session)
-    said = f"{args.name} signs with {public.fingerprint} from now on; its older keys stopped now."
+    n = _changed(before, signers)
+    older = "its older key" if n <= 1 else f"its {n} older keys"
+    said = f"{args.name} signs with {public.fingerprint} from now on; {older} stopped now."
     return _report(vault, args, signers, said)
 
 
 def signer_revoke(vault: Vault, args: argparse.Namespace) -> int:
     public = _read_public(args.key) if args.key else None
+    before = vault.signers.entries
     signers = vault.revoke_signer(
         args.name,
         actor=args.actor,
@@ -280,11 +284,23 @@ def signer_revoke(vault: Vault, args: argparse.Namespace) -> int:
         reason=args.reason,
         session=args.session,
     )
+    # Without --key every key of NAME is revoked: say how many, not "NAME's key".
+    n = _changed(before, signers)
+    keys = "key" if n <= 1 else f"{n} keys"
     if args.compromised:
-        said = f"Revoked {args.name}'s key as compromised: no signature it ever made counts."
+        said = (
+            f"Revoked {args.name}'s {keys} as compromised: no signature {'it' if n <= 1 else 'they'} ever made counts."
+        )
     else:
-        said = f"Revoked {args.name}'s key: signatures it makes from now on do not count."
+        makes = "it makes" if n <= 1 else "they make"
+        said = f"Revoked {args.name}'s {keys}: signatures {makes} from now on do not count."
     return _report(vault, args, signers, said)
+
+
+def _changed(before: tuple[Signer, ...], after: Signers) -> int:
+    """How many of the entries ``before`` a change of the signers changed
+    (it changes entries in place and adds any new one at the end)."""
+    return sum(1 for old, new in zip(before, after.entries, strict=False) if old != new)
 
 
 def signer_list(vault: Vault, args: argparse.Namespace) -> int:

@@ -69,6 +69,21 @@ def _at_most_a_century(seconds: int, given: object) -> int:
     return seconds
 
 
+def duration_words(text: str) -> str:
+    """A duration as it was written, in words: ``1d`` is ``1 day``, ``12h``
+    ``12 hours`` (``text`` as :func:`parse_duration` takes it; anything else
+    is returned as it is)."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        return text
+    number = match.group(1).lstrip("0") or "0"
+    unit = _UNIT_WORDS[(match.group(2) or "s").lower()]
+    return f"{number} {unit}{'' if number == '1' else 's'}"
+
+
+_UNIT_WORDS = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week"}
+
+
 def format_duration(seconds: int) -> str:
     for unit in ("w", "d", "h", "m"):
         if seconds % _UNITS[unit] == 0:
@@ -153,7 +168,7 @@ class Policy:
             raise VaultError("Error: a policy is a JSON object of fields.")
         unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
-            raise VaultError(f"Error: unknown policy field(s): {', '.join(unknown)}.")
+            raise VaultError(f"Error: unknown policy field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}.")
         return cls(**dict(data))
 
     def with_changes(self, changes: Mapping[str, Any]) -> Policy:

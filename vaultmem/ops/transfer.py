@@ -326,7 +326,8 @@ def _import_once(
                 shown = ", ".join(clashes[:5]) + (" ..." if len(clashes) > 5 else "")
                 # the next step names replace=True (--replace on the command line)
                 raise AlreadyExistsError(
-                    f"Error: cannot import: {len(clashes)} path(s) already exist in the vault ({shown}).",
+                    f"Error: cannot import: {len(clashes)} "
+                    f"{'path already exists' if len(clashes) == 1 else 'paths already exist'} in the vault ({shown}).",
                     step="import-replace",
                 )
         _check_quotas(policy, snap, files, replace)
