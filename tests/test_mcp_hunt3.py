@@ -106,9 +106,11 @@ def test_null_for_an_audit_tools_argument_is_the_argument_left_out(session: Sync
         )
     assert session.call("read_version", {"path": path, "version": None}) == session.call("read_version", {"path": path})
     assert session.call("read_version", {"path": path, "version": None}) == Result(
-        "Error: read_version needs `version`.", True
+        "Error: Missing required parameter `version` for tool `read_version`.", True
     )
-    assert session.call("diff", {"from_version": None}) == Result("Error: diff needs `from_version`.", True)
+    assert session.call("diff", {"from_version": None}) == Result(
+        "Error: Missing required parameter `from_version` for tool `diff`.", True
+    )
 
 
 def test_an_unknown_tool_is_answered_as_the_memory_tool_answers_an_unknown_command(session: SyncSession) -> None:

@@ -10,12 +10,12 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, TextIO
 
 from vaultmem.cli import progress
 from vaultmem.core.text import visible, visible_content
-from vaultmem.core.versions import Version
+from vaultmem.core.versions import Version, utc_text
 from vaultmem.ops.diff import FileChange
 
 SHORT = 10  # hex digits of a version id shown to people; any unambiguous prefix is accepted back
@@ -78,7 +78,7 @@ def shown_changes(changes: Sequence[FileChange]) -> list[FileChange]:
 
 
 def when(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_text(moment)
 
 
 def short(version_id: str | None) -> str:

@@ -160,22 +160,30 @@ def split_seal(raw_commit: bytes) -> tuple[bytes, bytes | None]:
 def parse_when(
     value: datetime | str, name: str = "time", *, end_of_day: bool = False, now: float | None = None
 ) -> datetime:
-    """A point in time: a datetime, ISO 8601 text (``2026-11-01 09:00``,
+    """A point in time, in UTC: a datetime, ISO 8601 text (``2026-11-01 09:00``,
     ``2026-11-01``, ``2026-11-01T09:00:00+01:00``) or English words relative
     to ``now`` (``2 days ago``, ``yesterday 14:00``; see :func:`parse_words`).
     Without a zone it is UTC, the zone every vault commit is recorded in.  A
     date alone is its start, or with ``end_of_day`` (an upper bound) its last
     moment, so that ``until="2026-11-01"`` keeps that whole day (and
-    ``until="2026-W44"`` that whole week)."""
+    ``until="2026-W44"`` that whole week).  A leap second (``23:59:60``) is
+    the next minute's first, as git and POSIX count it, and ``24:00`` the
+    next day's first.  A time outside the years 0001-9999 in UTC
+    (``10000-01-01``, ``999999999 days ago``) or a day the calendar does not
+    have (``2025-02-29``) is refused as such."""
     if isinstance(value, datetime):
         when = value
     elif isinstance(value, str):
+        text = value.strip()
         try:
-            when = datetime.fromisoformat(value.strip())
+            when = _iso(text)
             if end_of_day:
-                when = _end_of(value.strip(), when)
+                when = _end_of(text, when)
+        except OverflowError:  # 9999-12-31T23:59:60Z: the second after the last
+            raise _outside(value, name) from None
         except ValueError:
-            words = parse_words(value, time.time() if now is None else now, end=end_of_day)
+            _refuse_impossible(text, name)
+            words = parse_words(value, time.time() if now is None else now, end=end_of_day, name=name)
             if words is None:
                 raise VaultError(
                     f"Error: cannot read the {name} {value!r}; give an ISO 8601 time such as "
@@ -185,7 +193,68 @@ def parse_when(
             when = words
     else:
         raise VaultError(f"Error: the {name} must be a datetime or an ISO 8601 string.")
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    try:
+        return when.astimezone(timezone.utc) if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    except (OverflowError, ValueError):  # 0001-01-01T00:00+01:00 is in the year 0 in UTC
+        raise _outside(value, name) from None
+
+
+def utc_text(moment: datetime) -> str:
+    """``2026-11-01T09:00:00Z``: a time as every message and listing shows
+    it, its year in four digits (``0001``, where ``strftime`` gives ``1``)."""
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except (OverflowError, ValueError):  # within a day of the years' ends: shown with its own offset
+        return moment.isoformat(timespec="seconds")
+    return moment.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+
+
+# ISO 8601 times fromisoformat does not read, each as the time it names:
+# a leap second (23:59:60, 18:59:60-05:00) is the next minute's first, as
+# git and POSIX count it; 24:00 (the end of a day) is the next day's first.
+_ISO_LATER = (
+    (re.compile(r"(?<=:59):60(?![\d])"), ":59", timedelta(seconds=1)),
+    (re.compile(r"(?<=[T ])24:00(?::00(?:[.,]0+)?)?(?=$|[Z+-])"), "00:00", timedelta(days=1)),
+)
+_DATE = re.compile(r"([+-]?\d{4,})-(\d{2})-(\d{2})(?![\d])")
+
+
+def _iso(text: str) -> datetime:
+    """``text`` read as ISO 8601 (ValueError if it is not; OverflowError
+    past the year 9999)."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        for pattern, instead, later in _ISO_LATER:
+            if pattern.search(text):
+                return datetime.fromisoformat(pattern.sub(instead, text, count=1)) + later
+        raise
+
+
+def _outside(value: object, name: str) -> VaultError:
+    return VaultError(
+        f"Error: the {name} {value!r} is outside the years 0001 to 9999, the times a version can have; "
+        "give a time within them."
+    )
+
+
+def _refuse_impossible(text: str, name: str) -> None:
+    """Refuses ISO 8601 text that ``fromisoformat`` cannot read because no
+    such time can be: a year outside 0001-9999, a month past 12, a day past
+    its month's last (``2025-02-29``)."""
+    found = _DATE.match(text)
+    if found is None:
+        return
+    year, month, day = (int(part) for part in found.groups())
+    if not 1 <= year <= 9999:
+        raise _outside(text, name)
+    if not 1 <= month <= 12:
+        raise VaultError(f"Error: cannot read the {name} {text!r}: a year has 12 months.")
+    last = calendar.monthrange(year, month)[1]
+    if not 1 <= day <= last:
+        raise VaultError(
+            f"Error: cannot read the {name} {text!r}: {calendar.month_name[month]} {year} has {last} days."
+        )
 
 
 def _end_of(text: str, start: datetime) -> datetime:
@@ -208,7 +277,7 @@ _DAYS = {"today": 0, "yesterday": 1}
 _CLOCK = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?![\d:])")  # 14:00, 9:30:15
 
 
-def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
+def parse_words(text: str, now: float, *, end: bool = False, name: str = "time") -> datetime | None:
     """English words for a time, relative to ``now`` and in UTC: ``2 days
     ago``, ``3 hours ago``, ``yesterday 14:00``, ``last monday``, ``a week
     ago``; None when the text names no time.  Read by ``dateparser`` (a
@@ -216,7 +285,9 @@ def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
     from the past preferred, as a history's times are.  A day or a month
     named without a time of day (``today``, ``yesterday``, ``Nov 4 2026``,
     ``last monday``, ``November``) is its first moment, or with ``end`` (an
-    upper bound) its last, as an ISO 8601 date is."""
+    upper bound) its last, as an ISO 8601 date is.  Words counting back
+    or on past the years 0001-9999 (``999999999 days ago``) are refused
+    (a VaultError that calls the text the ``name``)."""
     if not text.strip() or len(text) > 200 or re.fullmatch(r"[\d\s/.:+-]+", text):
         return None  # a numeric date that is not ISO 8601 (11/01/2026) is ambiguous: refused
     if not re.fullmatch(r"[\w\s,.:+/-]+", text) or not re.search(r"[^\W\d_]{2,}", text):
@@ -238,9 +309,14 @@ def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
         "RELATIVE_BASE": datetime.fromtimestamp(now, timezone.utc).replace(tzinfo=None),
         "RETURN_TIME_AS_PERIOD": True,  # says whether a time of day was given
     }
-    found = DateDataParser(languages=["en"], settings=settings).get_date_data(text.strip())
-    when = found.date_obj
-    if not isinstance(when, datetime):
+    try:
+        found = DateDataParser(languages=["en"], settings=settings).get_date_data(text.strip())
+    except (OverflowError, ValueError):
+        found = None
+    when = found.date_obj if found is not None else None
+    if found is None or not isinstance(when, datetime):
+        if _beyond_the_years(text, now):
+            raise _outside(text, name)
         return None
     if when.time() != datetime.min.time() or found.period not in ("day", "month"):
         return when  # a time of day was given, or words relative to now ("2 days ago", "last month")
@@ -249,6 +325,35 @@ def parse_words(text: str, now: float, *, end: bool = False) -> datetime | None:
         if end:  # its last day (December 9999 has no month after it to count back from)
             when = when.replace(day=calendar.monthrange(when.year, when.month)[1])
     return when + timedelta(days=1, microseconds=-1) if end else when
+
+
+_SPAN = re.compile(r"(\d+)\s*(second|minute|hour|day|week|fortnight|month|year|decade|centur)", re.IGNORECASE)
+_SPAN_DAYS = {
+    "second": 1 / 86_400,
+    "minute": 1 / 1_440,
+    "hour": 1 / 24,
+    "day": 1,
+    "week": 7,
+    "fortnight": 14,
+    "month": 30.436875,
+    "year": 365.2425,
+    "decade": 3_652.425,
+    "centur": 36_524.25,
+}
+
+
+def _beyond_the_years(text: str, now: float) -> bool:
+    """Whether ``text`` counts a span (``999999999 days``) that, back from
+    ``now`` (with ``ago``) or either way, leaves the years 0001-9999."""
+    start = datetime.fromtimestamp(now, timezone.utc)
+    back_to_year_1 = (start - datetime.min.replace(tzinfo=timezone.utc)).days
+    on_to_year_9999 = (datetime.max.replace(tzinfo=timezone.utc) - start).days
+    back = re.search(r"\bago\b", text, re.IGNORECASE) is not None
+    for count, unit in _SPAN.findall(text):
+        days = int(count) * _SPAN_DAYS[unit.lower()]
+        if days > back_to_year_1 or (not back and days > on_to_year_9999):
+            return True
+    return False
 
 
 @dataclass(frozen=True)

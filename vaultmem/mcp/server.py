@@ -56,7 +56,7 @@ from vaultmem.anthropic.agent import memory_system_prompt
 from vaultmem.core import paths
 from vaultmem.core.lru import LRU
 from vaultmem.core.policy import Policy
-from vaultmem.core.versions import Version
+from vaultmem.core.versions import Version, utc_text
 from vaultmem.errors import CommandError, InvalidPathError, NotFoundError, StorageError, VaultError
 from vaultmem.git.durable import WriterLock
 from vaultmem.ops.autosync import AutoSync
@@ -543,7 +543,7 @@ class MemoryServer:
                 )
         for field in _SCHEMAS[name]["required"]:
             if field not in arguments:
-                raise VaultError(f"Error: {name} needs `{field}`.")
+                raise VaultError(f"Error: Missing required parameter `{field}` for tool `{name}`.")
         shown: str | None = arguments.get("path")
         if shown is not None:
             try:  # refused in the memory commands' words (MemoryCommands._path)
@@ -570,7 +570,7 @@ class MemoryServer:
                         f" (from {'the empty memory' if v.restored_from == EMPTY_MEMORY else v.restored_from[:12]})"
                     )
                 lines.append(
-                    f"{v.id[:12]}  {v.time.strftime('%Y-%m-%dT%H:%M:%SZ')}  {v.actor}  {v.session or '-'}  "
+                    f"{v.id[:12]}  {utc_text(v.time)}  {v.actor}  {v.session or '-'}  "
                     f"{v.command} {where}{_merge_text(v)}"
                 )
             shown_text = _capped(

@@ -54,6 +54,7 @@ from vaultmem.core.versions import (
     parse_trailers,
     parse_when,
     parse_words,
+    utc_text,
 )
 from vaultmem.errors import (
     BadKeyError,
@@ -110,7 +111,7 @@ GONE = (
     "so nothing was read or changed. Open it where it is now."
 )
 _SIGNATURE_BAD = set("<>\n\r\0")
-_TIME_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]|$)")
+_TIME_LIKE = re.compile(r"\d{4,}-(?:\d{2}-\d{2}|W\d{2}(?:-\d)?)([T ]|$)")
 _SEALED_PATH = re.compile(rf"/memories(?:/n[a-z2-7]{{{TOKEN_LENGTH}}}(?![^/\s,]))+")
 
 
@@ -594,7 +595,7 @@ class Engine:
         not versions of the memory and are refused."""
         head = self._head()
         if isinstance(at, datetime) or (isinstance(at, str) and _looks_like_time(at)):
-            return self._at_time(parse_when(at), head)
+            return self._at_time(parse_when(at, now=self.clock()), head)
         if not isinstance(at, str) or not at.strip():
             raise NotFoundError("Error: a version must be an id, a revision such as main~2, or a time.")
         try:
@@ -618,9 +619,16 @@ class Engine:
                     f"Error: {at.strip()!r} is too short to name a version: give at least 4 of its hex digits, "
                     "as `vaultmem log` shows them."
                 ) from err
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):  # an object, but no commit
+                kind = self.repo.revparse_single(at.strip()).type_str
+                raise NotFoundError(
+                    f"Error: {at!r} is not a version of this vault's memory history: it names a git {kind}, "
+                    "not a commit.",
+                    step="versions",
+                ) from err
             raise NotFoundError(f"Error: no version {at!r} in this vault.", step="versions") from err
         if head is None or not self._on_main(commit.id, head):
-            raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.")
+            raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.", step="versions")
         return commit
 
     def _revparse(self, text: str) -> pygit2.Commit:
@@ -648,7 +656,7 @@ class Engine:
             for commit in first_parents(self.repo, head):
                 if commit.author.time <= when.timestamp():
                     return self.repo[commit.id].peel(pygit2.Commit)
-        moment = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        moment = utc_text(when)
         if head is None:
             raise NotFoundError(f"Error: no version at or before {moment}: the vault has no versions yet.")
         raise NotFoundError(f"Error: no version at or before {moment}; the history starts later.")

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from functools import cached_property
 from typing import Protocol
 
@@ -32,6 +32,7 @@ from vaultmem.core.versions import (
     Person,
     Version,
     parse_trailers,
+    utc_text,
 )
 from vaultmem.errors import IntegrityError, NotFoundError, VaultError
 from vaultmem.git import objects
@@ -575,7 +576,7 @@ def _refuse_reversed(filters: Filters) -> None:
 
 
 def _utc(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_text(moment)
 
 
 def _in_parent(
