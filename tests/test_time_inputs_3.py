@@ -297,3 +297,10 @@ def test_the_audit_tools_name_a_missing_parameter_as_the_memory_commands_do(sess
         "Error: Missing required parameter `path` for tool `read_version`.", True
     )
     assert session.call("diff", {}) == Result("Error: Missing required parameter `from_version` for tool `diff`.", True)
+
+
+def test_an_erasure_before_the_year_1000_or_out_of_range_is_described_whole() -> None:
+    from vaultmem.core.crypto import Erasure
+
+    assert Erasure("c" * 40, "ops", -62_135_596_800, "r").describe() == "erased on 0001-01-01 by ops (r)"
+    assert Erasure("c" * 40, "ops", 10**13, "r").describe() == "erased at time 10000000000000 by ops (r)"

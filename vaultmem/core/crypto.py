@@ -243,8 +243,11 @@ class Erasure:
     reason: str
 
     def describe(self) -> str:
-        day = datetime.fromtimestamp(self.time, tz=timezone.utc).strftime("%Y-%m-%d")
-        return f"erased on {day} by {self.actor} ({self.reason})"
+        try:
+            when = "on " + datetime.fromtimestamp(self.time, tz=timezone.utc).date().isoformat()  # 0001-01-01
+        except (OverflowError, ValueError, OSError):  # a time no calendar date has
+            when = f"at time {self.time}"
+        return f"erased {when} by {self.actor} ({self.reason})"
 
 
 def blob_id(blob: bytes) -> str:
