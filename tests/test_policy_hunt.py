@@ -571,7 +571,7 @@ def test_a_write_that_read_the_policy_before_an_operator_changed_it_obeys_the_ne
     operator.set_policy(actor="ops", secrets="off", max_files=None)
     monkeypatch.setattr(guard, "filter_text", then_the_operator_acts)
     message = refused(tool, command="create", path="/memories/b.txt", file_text="b\n")
-    assert message.startswith("Error: Nothing was written: the memory already holds 1 files")
+    assert message.startswith("Error: Nothing was written: the memory already holds 1 file,")
     assert files_of(vault) == {"/memories/a.txt": "a\n"}
 
 

@@ -1977,7 +1977,10 @@ def _clone(args: argparse.Namespace) -> int:
     from vaultmem.vault import Vault
 
     _check_clone_folder(args.path)
-    source = _key_args(args, create=False, folder=args.path)
+    try:
+        source = _key_args(args, create=False, folder=args.path)
+    except UsageError as err:  # no key, or two: said as every refused clone says it
+        raise UsageError(f"{str(err).rstrip('.')}. Nothing was made.", err.usage) from err
     with ProgressBar("clone") as bar, Vault.clone(args.url, args.path, progress=bar, **source) as vault:
         count = len(vault.history())
     if args.json:
@@ -2157,7 +2160,10 @@ def _one_way(args: argparse.Namespace, name: str, verb: str, move: Callable[...,
     with ProgressBar(name) as bar:
         transfer = move(args.remote, progress=bar)
     if args.json:
-        print_json({"remote": args.remote, **_transfer_data(transfer)})
+        data = {"remote": args.remote, **_transfer_data(transfer)}
+        if name == "pull":  # what the remote lacks, as the plain output says it
+            data.update(absent=list(transfer.absent), ahead=list(transfer.ahead))
+        print_json(data)
     else:
         _say_moved(verb, transfer)
     return 0

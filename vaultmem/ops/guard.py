@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 _log = logging.getLogger("vaultmem")
 
 
+def counted(n: int, unit: str) -> str:
+    """``n`` with thousands separators and ``unit``, plural unless ``n`` is 1:
+    ``1 byte``, ``1,024 bytes``."""
+    return f"{n:,} {unit}{'' if n == 1 else 's'}"
+
+
 def _housekeeping_failed(what: str, err: Exception) -> None:
     """Automatic expiry or retention failed: the next run tries again.  A
     vault that requires signatures needs a key for its housekeeping actor
@@ -186,8 +192,8 @@ class Guard:
             count = snap.count_files()
             if count + 1 > policy.max_files:
                 raise LimitError(
-                    f"Error: Nothing was written: the memory already holds {count:,} files, the most this vault "
-                    f"allows ({policy.max_files:,}). Delete files that are no longer needed, or consolidate "
+                    f"Error: Nothing was written: the memory already holds {counted(count, 'file')}, the most this "
+                    f"vault allows ({policy.max_files:,}). Delete files that are no longer needed, or consolidate "
                     "related notes into fewer files, then try again."
                 )
         if policy.max_vault_bytes is not None and new_size > old_size:
@@ -195,9 +201,10 @@ class Guard:
             after = total - old_size + new_size
             if after > policy.max_vault_bytes:
                 raise LimitError(
-                    f"Error: Nothing was written: this would bring the memory to {after:,} bytes, over this "
-                    f"vault's limit of {policy.max_vault_bytes:,} bytes (it holds {total:,} now). Delete or "
-                    "shorten files that are no longer needed, or consolidate them, then try again."
+                    f"Error: Nothing was written: this would bring the memory to {counted(after, 'byte')}, over "
+                    f"this vault's limit of {counted(policy.max_vault_bytes, 'byte')} (it holds "
+                    f"{total:,} now). Delete or shorten files that are no longer needed, or "
+                    "consolidate them, then try again."
                 )
 
     # -- expiry --------------------------------------------------------------------

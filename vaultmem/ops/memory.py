@@ -21,7 +21,7 @@ from vaultmem.errors import CommandError, IntegrityError, InvalidPathError, Vaul
 from vaultmem.git.snapshot import Listed, Snapshot
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.autosync import log as sync_log
-from vaultmem.ops.guard import POLICY_ATTEMPTS, Guard, PolicyChanged
+from vaultmem.ops.guard import POLICY_ATTEMPTS, Guard, PolicyChanged, counted
 from vaultmem.repo.engine import _check_label
 from vaultmem.repo.store import Change, Store
 
@@ -266,8 +266,8 @@ class MemoryCommands:
             ) from err
         if len(data) > max(limit, had):
             raise _fail(
-                f"Error: File {shown} would be {len(data):,} bytes; the limit is {limit:,} bytes per "
-                "file. Nothing was written. Keep the file shorter or split it into several files."
+                f"Error: File {shown} would be {counted(len(data), 'byte')}; the limit is {counted(limit, 'byte')} "
+                "per file. Nothing was written. Keep the file shorter or split it into several files."
             )
         if text.count_lines(content) > text.MAX_LINES:
             raise _fail(

@@ -55,7 +55,7 @@ from vaultmem.errors import (
     VaultError,
 )
 from vaultmem.git import durable, objects
-from vaultmem.ops.guard import POLICY_ATTEMPTS, Guard, PolicyChanged
+from vaultmem.ops.guard import POLICY_ATTEMPTS, Guard, PolicyChanged, counted
 from vaultmem.repo.store import Change, Store
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ def _read_file(dir_fd: int, name: str, here: tuple[str, ...], max_file_bytes: in
             if size > max_file_bytes:
                 raise LimitError(
                     f"Error: cannot import {_shown(here)}: it is larger than the file size limit of "
-                    f"{max_file_bytes:,} bytes. Split or shorten it first. Nothing was imported."
+                    f"{counted(max_file_bytes, 'byte')}. Split or shorten it first. Nothing was imported."
                 )
             chunks.append(chunk)
     except OSError as err:
@@ -309,7 +309,7 @@ def _import_once(
             if len(data) > policy.max_file_bytes:
                 raise LimitError(
                     f"Error: cannot import {path.text!r}: redacted, it is larger than the file size limit of "
-                    f"{policy.max_file_bytes:,} bytes. Split or shorten it first. Nothing was imported."
+                    f"{counted(policy.max_file_bytes, 'byte')}. Split or shorten it first. Nothing was imported."
                 )
         cleaned.append((path, data))
     files = cleaned

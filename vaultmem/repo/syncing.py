@@ -36,7 +36,7 @@ from vaultmem.repo import keys
 from vaultmem.repo import merge as merging
 from vaultmem.repo import policy as policy_mod
 from vaultmem.repo import remotes as sharing
-from vaultmem.repo.engine import MAIN, Clock, _check_label
+from vaultmem.repo.engine import MAIN, Clock, _check_label, taken_folder
 from vaultmem.repo.history import merge_base
 from vaultmem.repo.keys import SHADOWS_REF, write_keyring
 from vaultmem.repo.shredding import Shredding
@@ -125,6 +125,8 @@ class Syncing(Shredding):
             finally:
                 opened.close()
 
+        if cls.protection(path) is not None:  # said as `init` says it, not only that the folder is not empty
+            raise VaultError("Error: " + taken_folder(Path(path)))
         sharing.clone(url, Path(path), configure=opens, progress=progress)
         return cls.open(path, key=key, key_file=key_file, passphrase=passphrase, clock=clock)
 
