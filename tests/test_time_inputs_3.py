@@ -13,10 +13,8 @@ clock, so no answer depends on the hour or the zone the tests run in.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -24,9 +22,11 @@ from pathlib import Path
 import pytest
 from conftest import FakeClock
 from mcp_helpers import Result, Served, SyncSession, host_paths, stdio
+from test_contract_hunt import run_cli
 
 from vaultmem import NotFoundError, Vault, VaultError, VaultMemoryTool, generate_key
 from vaultmem.cli.render import when
+from vaultmem.core.crypto import Erasure
 
 # 2026-11-10 12:00:00 UTC; the versions are at 12:00 on the 8th, 9th and 10th, and 00:00:00 on the 11th.
 NOON = datetime(2026, 11, 10, 12, 0, tzinfo=timezone.utc).timestamp()
@@ -47,18 +47,6 @@ def dated(tmp_path: Path) -> tuple[Vault, str]:
     tool.call({"command": "create", "path": "/memories/midnight.txt", "file_text": "m\n"})
     clock.now = NOON + DAY
     return vault, key
-
-
-def run_cli(vault: Path, key: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
-    env["VAULTMEM_KEY"] = key
-    return subprocess.run(
-        [sys.executable, "-m", "vaultmem", "--vault", str(vault), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
 
 
 # -- a year before 1000 keeps its four digits ---------------------------------------
@@ -300,7 +288,5 @@ def test_the_audit_tools_name_a_missing_parameter_as_the_memory_commands_do(sess
 
 
 def test_an_erasure_before_the_year_1000_or_out_of_range_is_described_whole() -> None:
-    from vaultmem.core.crypto import Erasure
-
     assert Erasure("c" * 40, "ops", -62_135_596_800, "r").describe() == "erased on 0001-01-01 by ops (r)"
     assert Erasure("c" * 40, "ops", 10**13, "r").describe() == "erased at time 10000000000000 by ops (r)"

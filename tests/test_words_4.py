@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 from anthropic.lib.tools import ToolError
+from test_cli_words_3 import one_error
 from test_sync import pushed, write
 
-from vaultmem import LimitError, Vault, VaultError, VaultMemoryTool
+from vaultmem import LimitError, Vault, VaultError, VaultMemoryTool, generate_key
 from vaultmem.cli.app import main
 
 
@@ -53,13 +54,6 @@ def run(
         return Result(code, out, err)
 
     yield cli
-
-
-def one_error(result: Result) -> str:
-    assert result.code == 2, result
-    assert result.out == ""
-    assert result.err.startswith("vaultmem: ") and result.err.count("\n") == 1, result.err
-    return result.err[len("vaultmem: ") : -1]
 
 
 # -- clone ---------------------------------------------------------------------------------------
@@ -189,10 +183,6 @@ def test_an_import_over_a_file_limit_of_one_byte_says_byte(vault: Vault, tmp_pat
 
 
 def test_a_file_count_limit_of_one_says_one_file(tmp_path: Path) -> None:
-    from anthropic.lib.tools._beta_functions import ToolError
-
-    from vaultmem import Vault, VaultMemoryTool, generate_key
-
     vault = Vault.init(tmp_path / "one.vault", key=generate_key())
     vault.set_policy(actor="ops", max_files=1)
     tool = VaultMemoryTool(vault, actor="agent", session="s")

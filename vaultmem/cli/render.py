@@ -174,15 +174,8 @@ def log_lines(versions: Sequence[Version]) -> list[str]:
 
 
 def merge_text(version: Version) -> str:
-    """`` (merged ID from REMOTE, N conflicts kept beside)`` for a merge."""
-    if version.merged is None:
-        return ""
-    merged, _, remote = version.merged.partition(" from ")
-    text = f" (merged {short(merged)}" + (f" from {remote}" if remote else "")
-    if version.conflicts:
-        count = len(version.conflicts)
-        text += f"; {count} {'conflict' if count == 1 else 'conflicts'} kept beside"
-    return text + ")"
+    """`` (merged ID from REMOTE; N conflicts kept beside)`` for a merge."""
+    return version.merge_note(SHORT)
 
 
 def paths_text(paths: Sequence[str], restored_from: str | None, command: str) -> str:

@@ -71,6 +71,20 @@ class Version:
     reason: str | None = None  # an erasure: the reason given
     erased: tuple[str, ...] = ()  # an erasure: "VERSION BLOB" of each file version erased
 
+    def merge_note(self, id_chars: int) -> str:
+        """`` (merged ID from REMOTE; N conflicts kept beside)`` for a merge, as
+        the history listings say it: which version a pull brought in (its
+        first ``id_chars`` digits), and whether a file's other text was kept
+        beside it; ``""`` for any other version."""
+        if self.merged is None:
+            return ""
+        merged, _, remote = self.merged.partition(" from ")
+        text = f" (merged {merged[:id_chars] or '-'}" + (f" from {remote}" if remote else "")
+        if self.conflicts:
+            count = len(self.conflicts)
+            text += f"; {count:,} {'conflict' if count == 1 else 'conflicts'} kept beside"
+        return text + ")"
+
     @classmethod
     def from_commit(cls, commit: CommitFields) -> Version:
         trailers = parse_trailers(commit.message)

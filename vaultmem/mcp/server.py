@@ -56,7 +56,7 @@ from vaultmem.anthropic.agent import memory_system_prompt
 from vaultmem.core import paths
 from vaultmem.core.lru import LRU
 from vaultmem.core.policy import Policy
-from vaultmem.core.versions import Version, utc_text
+from vaultmem.core.versions import utc_text
 from vaultmem.errors import CommandError, InvalidPathError, NotFoundError, StorageError, VaultError
 from vaultmem.git.durable import WriterLock
 from vaultmem.ops.autosync import AutoSync
@@ -571,7 +571,7 @@ class MemoryServer:
                     )
                 lines.append(
                     f"{v.id[:12]}  {utc_text(v.time)}  {v.actor}  {v.session or '-'}  "
-                    f"{v.command} {where}{_merge_text(v)}"
+                    f"{v.command} {where}{v.merge_note(12)}"
                 )
             shown_text = _capped(
                 lines, cap, "History", "versions", "ask for fewer with `limit`, or for one file's with `path`."
@@ -618,20 +618,6 @@ def _in_mcp_words(err: VaultError) -> str:
     for said, meant in _CLI_WORDS:
         text = text.replace(said, meant)
     return text
-
-
-def _merge_text(version: Version) -> str:
-    """`` (merged ID from REMOTE; N conflicts kept beside)`` for a merge, as
-    ``vaultmem log`` says it: which version a pull brought in, and whether
-    a file's other text was kept beside it."""
-    if version.merged is None:
-        return ""
-    merged, _, remote = version.merged.partition(" from ")
-    text = f" (merged {merged[:12]}" + (f" from {remote}" if remote else "")
-    if version.conflicts:
-        count = len(version.conflicts)
-        text += f"; {count:,} {'conflict' if count == 1 else 'conflicts'} kept beside"
-    return text + ")"
 
 
 def _left_out(shown: int, left: int, more: bool) -> str:
