@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import git
+from test_erasure import MARKER, all_objects, assert_no_key_left, every_file_bytes, inflated, keyring_docs, write
 
-from tests.conftest import git
-from tests.test_erasure import MARKER, all_objects, assert_no_key_left, every_file_bytes, inflated, keyring_docs, write
 from vaultmem import Vault, generate_key
 from vaultmem.core.crypto import Keyring, UserKey
 from vaultmem.errors import ErasedError, VaultError, WrongKeyError
@@ -263,3 +263,21 @@ def test_a_key_change_does_not_build_on_a_keyring_put_back(
     again = Vault.open(vault_path, key=new_key)
     assert again.verify().ok
     assert again.read("/memories/other.md") == "unrelated\n"
+
+
+def test_reading_never_writes_the_record_of_erasures_and_a_writer_keeps_it(
+    vault: Vault, vault_path: Path, key: str
+) -> None:
+    """The state folder's record of main's erasures spares an open reading
+    the whole history; only a writer's upkeep brings it up to date, so that
+    reading a vault changes none of its files."""
+    for n in range(3 * 32):
+        write(vault, command="create", path=f"/memories/n{n}.md", file_text=f"{n}\n")
+    vault.close()  # its upkeep's rounds are done
+    record = vault_path / "vaultmem" / "erasures"
+    assert record.exists()
+    record.unlink()
+    with Vault.open(vault_path, key=key) as reader:
+        assert reader.read("/memories/n7.md") == "7\n"
+        reader.history(path="/memories/n7.md")
+    assert not record.exists()

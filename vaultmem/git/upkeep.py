@@ -27,6 +27,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 from vaultmem.git import durable, objects
@@ -66,6 +67,7 @@ class Upkeep:
         self._stopping = False
         self._last_poke = 0.0
         self._redundant: list[objects.PackInfo] = []  # replaced by a durable merge, retired by the next writes
+        self.after_round: Callable[[], None] | None = None  # the vault's own upkeep, after each round
         _ALL.add(self)
 
     def poke(self) -> None:
@@ -152,6 +154,8 @@ class Upkeep:
             with self._wake:
                 self._redundant += replaced
         self.commits.empty_trash()
+        if self.after_round is not None:
+            self.after_round()
 
     def _merge(self, limit: int = MERGE_LIMIT) -> list[objects.PackInfo]:
         """Merge the smallest packs into one (without the writer lock: packs

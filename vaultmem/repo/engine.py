@@ -188,6 +188,14 @@ class Engine:
         self._lock = durable.WriterLock(path)
         self._commits = CommitPath(path, self._lock, never_finished={KEYRING_REF})
         self._upkeep = Upkeep(path, self._lock, self._commits)
+        remember = weakref.WeakMethod(self._remember_erasures)  # the upkeep thread must not keep the vault alive
+
+        def after_round() -> None:
+            method = remember()
+            if method is not None:
+                method()
+
+        self._upkeep.after_round = after_round
         # After a power cut, until a writer repairs git's files: main as the
         # journal says it is, if main on disk is still what it was (see _power_cut_view).
         self._overlay: tuple[bytes | None, bytes] | None = None
@@ -534,6 +542,12 @@ class Engine:
             # lost, an erased key back): verify() reports it; never adopted.
         except (VaultError, pygit2.GitError, KeyError, ValueError):
             self._keyring_stamp = None  # read again next time: it may be mid-write, or another key now opens it
+
+    def _remember_erasures(self) -> None:
+        """After an upkeep round (only a writer has one): bring the state
+        folder's record of main's erasures up to main, so that an open
+        reads only the commits made after it."""
+        keys.recorded_erasures(self.repo, self.path, self._head(), remember=True)
 
     def _note_recorded(self) -> None:
         """The versions the forget commits of main erased that the keyring

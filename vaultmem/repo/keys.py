@@ -14,6 +14,7 @@ import contextlib
 import json
 import mmap
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -393,9 +394,15 @@ def set_due(gitdir: Path, doomed: set[bytes], tips: set[bytes]) -> None:
 ERASURES = "erasures"
 
 
-def recorded_erasures(repo: pygit2.Repository, gitdir: Path, head: pygit2.Oid | None) -> dict[str, Erasure]:
+def recorded_erasures(
+    repo: pygit2.Repository, gitdir: Path, head: pygit2.Oid | None, *, remember: bool = False
+) -> dict[str, Erasure]:
     """The file versions the forget commits of the history ending at ``head``
-    erased, by blob id, with who erased each, when and why."""
+    erased, by blob id, with who erased each, when and why.  The state
+    folder's ``erasures`` file remembers them up to a commit, so only the
+    commits after it are read; only a writer (``remember``: under the writer
+    lock, or the upkeep after writes) brings that file up to date, so
+    reading a vault never changes its files."""
     if head is None:
         return {}
     tip: pygit2.Oid | None = None
@@ -406,7 +413,10 @@ def recorded_erasures(repo: pygit2.Repository, gitdir: Path, head: pygit2.Oid | 
         found = {str(k): Erasure(str(v[0]), str(v[1]), int(v[2]), str(v[3])) for k, v in doc["erased"].items()}
     if tip == head:
         return found
-    walker = repo.walk(head, pygit2.enums.SortMode.NONE)
+    try:
+        walker = repo.walk(head, pygit2.enums.SortMode.NONE)
+    except Exception:  # a damaged or hostile head (verify reports it): nothing more to learn from it
+        return found
     try:
         if tip is None or not repo.descendant_of(head, tip):
             raise KeyError(tip)  # main went elsewhere (or nothing is remembered): walk it all
@@ -426,12 +436,12 @@ def recorded_erasures(repo: pygit2.Repository, gitdir: Path, head: pygit2.Oid | 
                 erasure = Erasure(version.id, version.actor, int(version.time.timestamp()), version.reason or "")
                 for line in version.erased:
                     found.setdefault(line.split(" ")[-1], erasure)
-    except (KeyError, ValueError, pygit2.GitError):
-        whole = False  # a damaged history: what could be read counts (verify reports the rest), never remembered
-    if whole and (walked > 64 or found):  # best effort: a vault that cannot be written here is walked again
+    except Exception:  # a damaged history (a zlib bomb: MemoryError) never stops an open
+        whole = False  # what could be read counts (verify reports the rest), never remembered
+    if remember and whole and (walked > 64 or found):  # best effort: a vault not written here is walked again
         doc = {"main": str(head), "erased": {k: [e.commit, e.actor, e.time, e.reason] for k, e in found.items()}}
         path = _state(gitdir) / ERASURES
-        tmp = path.with_name(f"tmp-{os.getpid()}.{ERASURES}")
+        tmp = path.with_name(f"tmp-{os.getpid()}-{threading.get_ident()}.{ERASURES}")
         try:
             tmp.write_text(json.dumps(doc, sort_keys=True), encoding="ascii")
             os.rename(tmp, path)

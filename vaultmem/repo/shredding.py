@@ -217,7 +217,7 @@ class Shredding(Engine):
         root without those keys (holding any key the keyring this vault read
         has beside them), and the one put back leaves the disk with every
         other copy.  Under the writer lock."""
-        recorded = keys.recorded_erasures(self.repo, self.path, self._head())
+        recorded = keys.recorded_erasures(self.repo, self.path, self._head(), remember=True)
         ref = self.repo.references.get(KEYRING_REF) if recorded else None
         if ref is None:
             return
