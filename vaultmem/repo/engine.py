@@ -546,8 +546,15 @@ class Engine:
     def _remember_erasures(self) -> None:
         """After an upkeep round (only a writer has one): bring the state
         folder's record of main's erasures up to main, so that an open
-        reads only the commits made after it."""
-        keys.recorded_erasures(self.repo, self.path, self._head(), remember=True)
+        reads only the commits made after it.  A handle of its own, freed
+        at once: libgit2 shares open packs between a process's handles, and
+        one kept by this thread would keep a removed pack readable and its
+        descriptor open after the vault is closed."""
+        repo = self._handle()
+        try:
+            keys.recorded_erasures(repo, self.path, self._head(), remember=True)
+        finally:
+            repo.free()
 
     def _note_recorded(self) -> None:
         """The versions the forget commits of main erased that the keyring
