@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import mmap
 import os
 import re
 import struct
@@ -233,6 +234,20 @@ def pack_name(pack: bytes) -> str:
     return pack[-20:].hex()
 
 
+def entry_header(pack: bytes | mmap.mmap, at: int) -> tuple[int, int, int]:
+    """The kind and the size a pack entry's header at ``at`` gives (for a
+    delta, its own kind and size, not its object's), and where its data starts."""
+    byte = pack[at]
+    kind, size, shift = (byte >> 4) & 7, byte & 15, 4
+    at += 1
+    while byte & 0x80:
+        byte = pack[at]
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        at += 1
+    return kind, size, at
+
+
 def _entries(pack: bytes) -> Iterator[tuple[int, int, int, bytes]]:
     """``(kind, start, end, data)`` of each whole (non-delta) entry of ``pack``."""
     if pack[:4] != b"PACK" or len(pack) < 32 or hashlib.sha1(pack[:-20]).digest() != pack[-20:]:
@@ -241,12 +256,7 @@ def _entries(pack: bytes) -> Iterator[tuple[int, int, int, bytes]]:
     offset = 12
     for _ in range(count):
         start = offset
-        byte = pack[offset]
-        kind = (byte >> 4) & 7
-        offset += 1
-        while byte & 0x80:
-            byte = pack[offset]
-            offset += 1
+        kind, _, offset = entry_header(pack, offset)
         if kind not in _TYPE_NAMES:
             raise ValueError("a pack entry vaultmem did not write")
         inflater = zlib.decompressobj()

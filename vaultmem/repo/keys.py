@@ -509,7 +509,7 @@ def _headers(repo: pygit2.Repository) -> Iterator[tuple[bytes, int, int, bool]]:
                     if raw in seen:
                         continue
                     seen.add(raw)
-                    kind, size = _entry_header(pack, at)
+                    kind, size, _ = objects.entry_header(pack, at)
                     if kind in (objects.COMMIT, objects.TREE, objects.BLOB, 4):
                         yield raw, kind, size, False
                         continue
@@ -518,19 +518,6 @@ def _headers(repo: pygit2.Repository) -> Iterator[tuple[bytes, int, int, bool]]:
                         yield raw, int(found), size, False
         except (OSError, ValueError, IndexError):
             continue  # a pack cut short or gone meanwhile: git cannot read it either
-
-
-def _entry_header(pack: mmap.mmap, at: int) -> tuple[int, int]:
-    """The kind and the size a pack entry's header at ``at`` gives (for a
-    delta, its own kind and size, not its object's)."""
-    byte = pack[at]
-    kind, size, shift = (byte >> 4) & 7, byte & 15, 4
-    while byte & 0x80:
-        at += 1
-        byte = pack[at]
-        size |= (byte & 0x7F) << shift
-        shift += 7
-    return kind, size
 
 
 def unnamed_keyrings(repo: pygit2.Repository, keep: set[bytes]) -> dict[bytes, set[bytes]]:
