@@ -109,9 +109,11 @@ class Served:
         return Vault.open(self.path, key=self.key)
 
     def env(self, **extra: str) -> dict[str, str]:
-        """The server's whole environment: the key, a clean HOME, and PATH for git."""
+        """The server's whole environment: the key, a clean HOME, PATH for git,
+        and this checkout's vaultmem first on the import path."""
         return {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
             "HOME": str(self.home),
             "LANG": "C.UTF-8",
             "VAULTMEM_KEY": self.key,

@@ -152,6 +152,11 @@ class VaultMemoryTool(_VaultTool, BetaAbstractMemoryTool):
     def call(self, input: object) -> str:
         return self._run(input)
 
+    def execute(self, command: object) -> str:
+        """Run a command object (or dict) as :meth:`call` does: an unknown
+        command is a ``ToolError``, not the SDK's ``NotImplementedError``."""
+        return self._run(command)
+
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return self._run(command)
 
@@ -211,6 +216,10 @@ class AsyncVaultMemoryTool(_VaultTool, BetaAsyncAbstractMemoryTool):
 
     async def call(self, input: object) -> str:
         return await anyio.to_thread.run_sync(self._run, input)
+
+    async def execute(self, command: object) -> str:
+        """Run a command object (or dict) as :meth:`call` does (see :meth:`VaultMemoryTool.execute`)."""
+        return await self.call(command)
 
     async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return await self.call(command)

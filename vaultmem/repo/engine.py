@@ -60,6 +60,7 @@ from vaultmem.errors import (
     BadKeyError,
     ConflictError,
     IntegrityError,
+    InvalidPathError,
     NotAVaultError,
     NotFoundError,
     SigningError,
@@ -870,6 +871,7 @@ class Engine:
             for attempt in range(ATTEMPTS):
                 snap = self.snapshot()
                 change = build(snap)
+                _check_paths(change)
                 now = int(self.clock())
                 old_root = snap.memories_id
                 names = self.keyring.names
@@ -1048,7 +1050,10 @@ class Engine:
         """A file's text now, or at an earlier version."""
         target = paths.parse(path, existing=True)
         snap = self.snapshot(at)
-        if snap.kind(target) != "file":
+        kind = snap.kind(target)
+        if kind == "file" and target.dir_hint:
+            raise _file_named_as_folder(path, target, at)
+        if kind != "file":
             where = f" at version {at}" if at is not None else ""
             raise NotFoundError(f"Error: no file {target}{where}.")
         try:
@@ -1073,6 +1078,8 @@ class Engine:
             where = f" at version {at}" if at is not None else ""
             raise NotFoundError(f"Error: no file or folder {target}{where}.")
         if kind == "file":
+            if target.dir_hint:
+                raise _file_named_as_folder(path, target, at)
             return [Entry(target.text, "file", snap.size(target))]
         listed = snap.listing(target, depth=depth or 1_000_000, hidden=True)
         ordered = sorted(listed, key=lambda item: item.path.parts)  # a folder's contents right after it
@@ -1364,6 +1371,37 @@ class Entry:
     path: str
     kind: str
     size: int
+
+
+def _check_paths(change: Change) -> None:
+    """Every path of ``change`` as :func:`paths.parse` gives it: one an
+    application built by hand (``MemoryPath(("..",))``, a name holding ``/``,
+    NUL or a line break, a name not in NFC) is refused before anything is
+    written, as at every other entry point.  New names (what is written, a
+    move's destination) are held to the 1,024-byte path limit; names that
+    may be stored already (deleted, moved away, restored), to what a stored
+    path may hold."""
+    named = [*change.paths, *change.deletes, *(old for old, _ in change.moves), *(t for t, _ in change.restores)]
+    made = [*(path for path, _ in change.writes), *(new for _, new in change.moves)]
+    for path, limit in [*((p, paths.MAX_STORED_BYTES) for p in named), *((p, paths.MAX_PATH_BYTES) for p in made)]:
+        if not (
+            isinstance(path, MemoryPath)
+            and isinstance(path.parts, tuple)
+            and all(isinstance(part, str) for part in path.parts)
+        ):
+            raise InvalidPathError("Error: Invalid path: a change names its paths as MemoryPath objects of text.")
+        if paths.parse(path.text, limit, existing=True).parts != path.parts:
+            raise InvalidPathError(
+                "Error: Invalid path: a name of the change holds '/', is empty or is not in NFC; build its "
+                "paths with vaultmem.core.paths.parse()."
+            )
+
+
+def _file_named_as_folder(path: str, target: MemoryPath, at: object) -> NotFoundError:
+    """A file asked for as ``path`` with a trailing ``/``, which names a
+    folder (SPEC.md), as the memory tool's ``view`` takes it."""
+    where = f" at version {at}" if at is not None else ""
+    return NotFoundError(f"Error: no folder {path}{where}: {target} is a file; give its path without the trailing '/'.")
 
 
 def setup_error(err: Exception) -> StorageError:
