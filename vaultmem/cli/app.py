@@ -1230,7 +1230,9 @@ def _chat(vault: Vault, args: argparse.Namespace) -> int:
     from vaultmem.anthropic.tool import VaultMemoryTool
     from vaultmem.cli import chat
 
-    memory = VaultMemoryTool(vault, actor=args.actor, session=args.session)
+    # the key --signing-key or VAULTMEM_SIGNING_KEY gave, opened already (with
+    # --signing-passphrase-file): the tool does not read the environment again
+    memory = VaultMemoryTool(vault, actor=args.actor, session=args.session, signing_key=vault.signing_key(args.actor))
     return chat.run(
         memory,
         model=args.model,

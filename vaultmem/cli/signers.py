@@ -206,7 +206,10 @@ def _new_passphrase(name: str) -> str:
 
 def _read_public(text: str) -> PublicKey:
     """KEY as ``signer add`` takes it: the line ``ssh-ed25519 AAAA...`` itself,
-    or a file holding it (such as ``ssh-bot.key.pub``, whose name starts like a line)."""
+    or a file holding it (such as ``ssh-bot.key.pub``, whose name starts like a line).
+    A private key given here is refused as such, and never shown."""
+    if _PRIVATE_KEY in text:
+        raise BadKeyError(_PRIVATE_GIVEN.format(what="the key given"))
     if text.startswith("ssh-") and len(text.split()) >= 2:
         return PublicKey.from_line(text)
     try:
@@ -217,11 +220,22 @@ def _read_public(text: str) -> PublicKey:
         raise BadKeyError(f"Error: the public key {text} is not a regular file.")
     try:
         with open(text, encoding="utf-8") as fh:
-            return PublicKey.from_line(fh.readline(4096))
+            line = fh.readline(4096)
     except OSError as err:
         raise BadKeyError(f"Error: cannot read the public key {text}: {err.strerror}.") from err
     except UnicodeDecodeError as err:
         raise BadKeyError(f"Error: {text} is not a public key file.") from err
+    if _PRIVATE_KEY in line:
+        raise BadKeyError(_PRIVATE_GIVEN.format(what=text))
+    return PublicKey.from_line(line)
+
+
+# what the first line of any private key file (OpenSSH's, PEM) holds
+_PRIVATE_KEY = "PRIVATE KEY-----"
+_PRIVATE_GIVEN = (
+    "Error: {what} is a private key; give the signer's public key instead: the .pub file beside it "
+    "(`ssh-keygen -y -f KEY` prints it). The private key stays with its signer. Nothing was changed."
+)
 
 
 def _time(value: str | None, name: str) -> int | None:

@@ -51,6 +51,17 @@ class SignatureError(VaultError):
         self.kind = kind
 
 
+class ForeignKeyError(SignatureError):
+    """A signature by a key of a type vaultmem never signs with (RSA, ECDSA,
+    ...): ``ssh-keygen`` may find it good, but its key is no signer's, so it
+    is an ``unknown signer`` rather than a bad signature."""
+
+    def __init__(self, key_type: str, fingerprint: str) -> None:
+        super().__init__(f"Error: the signature is by the {key_type} key {fingerprint}.", "unknown signer")
+        self.key_type = key_type
+        self.fingerprint = fingerprint
+
+
 def _string(data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + data
 
@@ -102,7 +113,7 @@ class PublicKey:
     @property
     def fingerprint(self) -> str:
         """``SHA256:...``, as ``ssh-keygen -l`` prints it."""
-        return "SHA256:" + base64.b64encode(hashlib.sha256(self.blob).digest()).decode().rstrip("=")
+        return _fingerprint(self.blob)
 
     @classmethod
     def from_line(cls, text: str) -> PublicKey:
@@ -172,9 +183,13 @@ def parse_signature(armored: bytes) -> Signature:
     reader = _Reader(blob)
     if reader.raw(6) != _MAGIC or reader.uint32() != 1:
         raise SignatureError("Error: the signature is not an SSHSIG of version 1.", "malformed")
+    blob = reader.string()
     try:
-        key = PublicKey.from_blob(reader.string())
+        key = PublicKey.from_blob(blob)
     except BadKeyError as err:
+        key_type = _key_type(blob)
+        if key_type is not None:
+            raise ForeignKeyError(key_type, _fingerprint(blob)) from err
         raise SignatureError("Error: the signature names no ed25519 key.", "malformed") from err
     namespace = reader.string()
     reader.string()  # reserved
@@ -191,6 +206,23 @@ def parse_signature(armored: bytes) -> Signature:
     except UnicodeDecodeError as err:
         raise SignatureError("Error: the signature's namespace is not text.", "malformed") from err
     return Signature(key, text, raw)
+
+
+def _key_type(blob: bytes) -> str | None:
+    """The type a public key blob names when it is one of OpenSSH's other key
+    types (``ssh-rsa``, ``ecdsa-sha2-nistp256``, ...), else None."""
+    try:
+        name = _Reader(blob).string().decode("ascii")
+    except (SignatureError, UnicodeDecodeError):
+        return None
+    if name.startswith(_PUBLIC_STARTS) and name != _KEY_TYPE.decode() and name.isprintable() and len(name) <= 64:
+        return name
+    return None
+
+
+def _fingerprint(blob: bytes) -> str:
+    """``SHA256:...`` of any public key blob, as ``ssh-keygen -l`` prints it."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
 def armor(blob: bytes) -> bytes:
@@ -229,7 +261,10 @@ class SigningKey:
                     f"Error: the {source} is protected by a passphrase; give it in "
                     f"{ENV_SIGNING_PASSPHRASE} or --signing-passphrase-file."
                 ) from err
-            raise BadKeyError(f"Error: the {source} has no passphrase; give it without one.") from err
+            raise BadKeyError(
+                f"Error: the {source} has no passphrase, but one was given (--signing-passphrase-file, "
+                f"{ENV_SIGNING_PASSPHRASE} or signing_passphrase=); give the key without one."
+            ) from err
         except (ValueError, UnsupportedAlgorithm) as err:
             wrong = passphrase is not None and _encrypted(data)
             raise BadKeyError(
@@ -244,6 +279,11 @@ class SigningKey:
     @classmethod
     def load(cls, path: str | os.PathLike[str], passphrase: str | None = None) -> SigningKey:
         """A key file, refused when others can read it (as ``ssh`` does)."""
+        if "PRIVATE KEY-----" in os.fspath(path):  # the key's text, never echoed as a file name
+            raise BadKeyError(
+                f"Error: the signing key was given as its text where the key file's path belongs; give the "
+                f"file's path, or the text in {ENV_SIGNING_KEY}. (The key is not shown here.)"
+            )
         _refuse_public_file(path)
         return cls.from_text(read_secret_file(path, f"signing key {os.fspath(path)}"), passphrase)
 

@@ -100,6 +100,7 @@ from vaultmem.repo.history import (
 from vaultmem.repo.keys import KEYRING_REF, SHADOWS_REF, KeyInfo, keyring_blob, write_keyring
 from vaultmem.repo.reads import ReadLog
 from vaultmem.repo.signed import SIGNERS_REF, Checkpoint, CommitSignatures, read_signers, signers_problems
+from vaultmem.repo.signed import policy_signatures as policy_changes
 from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
@@ -204,6 +205,8 @@ class Engine:
         self._signers_overlay: tuple[bytes | None, bytes] | None = None  # and for the signers branch
         self._alternate: str | None = None  # the journal's packs, in that case (outside the vault)
         self._policy: tuple[str | None, Policy] | None = None
+        # (policy tip, signers tip) -> a change without a valid signature that turned require_signatures off
+        self._policy_switched_off: tuple[tuple[str | None, str | None], str | None] | None = None
         self._chain: tuple[bytes | None, set[bytes]] = (None, set())  # main's commit ids, see _on_main
         self._chain_lock = threading.Lock()
         self.reads = ReadLog(path, self._stored_text)
@@ -781,6 +784,34 @@ class Engine:
             cached = self._signers = (target, signers)
         return cached[1]
 
+    def _policy_switched_off_by(self) -> str | None:
+        """The policy change that turned ``require_signatures`` off without a
+        signature that counts (which verify reports and does not take), or
+        None.  Checked once per policy tip (as :attr:`policy` last read it);
+        the signers are read only for a vault whose policy ever required
+        signatures."""
+        policy_tip = self._policy[0] if self._policy is not None else None
+        cached = self._policy_switched_off
+        if cached is not None and cached[0][0] == policy_tip and cached[0][1] is None:
+            return cached[1]  # the policy never required signatures: the signers do not matter
+        versions = [
+            (v.id, int(v.time.timestamp()), v.policy.require_signatures)
+            for v in reversed(policy_mod.history(self.repo, self.keyring))
+        ]
+        if not any(flag for _, _, flag in versions):
+            self._policy_switched_off = ((policy_tip, None), None)
+            return None
+        signers = self.signers
+        signers_tip = self._signers[0] if self._signers is not None else None
+        if cached is not None and cached[0] == (policy_tip, signers_tip or ""):
+            return cached[1]
+        required, problems = policy_changes(self.repo, versions, signers)
+        turned_off = {commit for commit, _, flag in versions if not flag}
+        still = bool(required) and required[-1][1]
+        found = next((commit for commit, _, _ in reversed(problems) if commit in turned_off), None) if still else None
+        self._policy_switched_off = ((policy_tip, signers_tip or ""), found)
+        return found
+
     def _signature(self, actor: str, now: int) -> Sign | None:
         """How a commit made as ``actor`` at ``now`` is signed (None: it is
         not); raises SigningError, before anything is written, when the
@@ -790,8 +821,17 @@ class Engine:
         if key is None:
             try:
                 required = self.policy.require_signatures
+                switched_off = None if required else self._policy_switched_off_by()
             except IntegrityError:  # a damaged policy: the operator replacing it is not held to it
-                required = False
+                required, switched_off = False, None
+            if switched_off is not None:
+                raise SigningError(
+                    f"Error: this vault requires signed commits: the policy change that turned require_signatures "
+                    f"off (commit {switched_off[:12]}) carries no valid signature, so it does not count. Sign this "
+                    "write with --signing-key or VAULTMEM_SIGNING_KEY (signing_key= in Python), and run `vaultmem "
+                    "verify`; an operator turns it off with a signed `vaultmem policy set require_signatures=false`. "
+                    "Nothing was changed."
+                )
             if required and not PRINCIPAL.fullmatch(actor):
                 raise SigningError(
                     f"Error: this vault requires signed commits (policy require_signatures), and {actor!r} cannot "
@@ -1232,6 +1272,14 @@ class Engine:
                 if policy is None and not reset:
                     raise
                 current = None  # damaged: replaced whole
+            if (
+                current is not None
+                and not current.require_signatures
+                and not self.policy.require_signatures  # read as writes read it, for the check below
+                and self._policy_switched_off_by()
+            ):
+                # turned off by a change that does not count: it is still on, and changing it takes a signature
+                current = dataclasses.replace(current, require_signatures=True)
             base = Policy() if reset or current is None else current
             new = policy if policy is not None else base.with_changes(changes)
             changed = new.changed_fields(current) if current is not None else list(new.to_dict())

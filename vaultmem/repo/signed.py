@@ -26,6 +26,7 @@ from vaultmem.core.signers import BAD, UNKNOWN, UNSIGNED, Signers, show_time
 from vaultmem.core.signing import (
     CHECKPOINT_NAMESPACE,
     GPGSIG,
+    ForeignKeyError,
     PublicKey,
     SignatureError,
     SigningKey,
@@ -93,6 +94,8 @@ def judge(facts: CommitFacts, signers: Signers) -> tuple[str, str] | None:
     try:
         sig = parse_signature(facts.signature)
         sig.check(facts.payload)
+    except ForeignKeyError as err:
+        return (UNKNOWN, _foreign(err))
     except SignatureError as err:
         return (BAD, f"the signature does not verify: {str(err).removeprefix('Error: ')}")
     if facts.committers != 1:  # which time it was signed at is ambiguous: git and vaultmem could judge two
@@ -115,6 +118,14 @@ def judge(facts: CommitFacts, signers: Signers) -> tuple[str, str] | None:
         "expired": f"signed by {actor}'s key {sig.key.fingerprint} outside its validity (at {show_time(facts.when)})",
     }
     return (kind, details[kind])
+
+
+def _foreign(err: ForeignKeyError) -> str:
+    """A signature by a key of another type than ed25519, as verify reports it."""
+    return (
+        f"signed by the {err.key_type} key {err.fingerprint}, which is no signer of this vault "
+        "(signers' keys are ed25519)"
+    )
 
 
 def _revoked(signers: Signers, key: PublicKey, actor: str, when: int) -> str:
@@ -155,6 +166,39 @@ class CommitSignatures:
         return True, judge(facts, self.signers)
 
 
+def policy_signatures(
+    repo: pygit2.Repository, versions: Sequence[tuple[str, int, bool]], signers: Signers
+) -> tuple[list[tuple[int, bool]], list[tuple[str, str, str]]]:
+    """The policy branch's changes, oldest first, each as (commit, time,
+    whether it requires signatures), judged as commits of ``main`` are: one
+    made while the policy before it required signatures must carry a
+    signature that counts, and any signed one is judged by the signers.
+    Returns when signatures were required, as :class:`CommitSignatures`
+    takes it, and (commit, kind, detail) for each change that does not
+    count.  A change that does not count does not end the requirement: who
+    holds the vault key alone cannot switch it off."""
+    required: list[tuple[int, bool]] = []
+    problems: list[tuple[str, str, str]] = []
+    in_force = False
+    for commit, when, requires in versions:
+        try:
+            facts = commit_facts(small.read(repo, pygit2.Oid(hex=commit)))
+        except (KeyError, ValueError, pygit2.GitError):
+            continue  # a missing or damaged change: the policy's own read reports it
+        problem = None
+        if facts.signature is not None and signers:
+            problem = judge(facts, signers)
+        elif facts.signature is None and in_force:
+            problem = (UNSIGNED, "the policy change carries no signature, and the policy before it required signatures")
+        if problem is not None:
+            problems.append((commit, problem[0], f"policy branch: {problem[1]}"))
+            if in_force:
+                continue
+        in_force = requires
+        required.append((when, requires))
+    return required, problems
+
+
 class SignedCommitsWithoutSigners(CommitSignatures):
     """Judges each commit of ``main`` in a vault with no signers (nor a
     policy requiring signatures): an unsigned commit is neither counted nor a
@@ -173,6 +217,8 @@ class SignedCommitsWithoutSigners(CommitSignatures):
             return None, None
         try:
             key = parse_signature(facts.signature).key.fingerprint
+        except ForeignKeyError as err:
+            return True, (UNKNOWN, _foreign(err))
         except SignatureError as err:
             return True, (BAD, f"the signature does not verify: {str(err).removeprefix('Error: ')}")
         return True, (UNKNOWN, f"signed by key {key}, and the vault has no signers list to check it by")
@@ -408,7 +454,10 @@ def _signature_problem(checkpoint: Checkpoint, signers: Signers) -> tuple[str, s
         sig = parse_signature(text[start:].encode("ascii"))
         sig.check(checkpoint.body, CHECKPOINT_NAMESPACE)
     except (SignatureError, UnicodeEncodeError) as err:
-        return ("bad signature", f"the checkpoint of {show_time(checkpoint.time)} does not verify: {err}")
+        return (
+            "bad signature",
+            f"the checkpoint of {show_time(checkpoint.time)} does not verify: {str(err).removeprefix('Error: ')}",
+        )
     kind = signers.judge(sig.key, checkpoint.signer, checkpoint.time)
     if kind is not None:
         return (

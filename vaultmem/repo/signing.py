@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 
 from vaultmem.core.signers import Signers, check_principal, check_reason
-from vaultmem.core.signing import PublicKey, SigningKey, parse_signature
+from vaultmem.core.signing import ForeignKeyError, PublicKey, SigningKey, parse_signature
 from vaultmem.errors import IntegrityError, SigningError, VaultError
 from vaultmem.git.commits import read_ref_or_damaged
 from vaultmem.git.durable import STATE_DIR
@@ -280,6 +280,8 @@ class Signing(Engine):
             return None
         try:
             key = parse_signature(facts.signature).key
+        except ForeignKeyError as err:  # a good signature, maybe, but by no signer's key
+            return {"signer": None, "key": err.fingerprint, "ok": False, "problem": "unknown signer"}
         except VaultError:
             return {"signer": None, "key": None, "ok": False, "problem": "bad signature"}
         try:
@@ -303,12 +305,15 @@ class Signing(Engine):
         problems added to ``findings``."""
         try:
             signers = signed.read_signers(self.repo, self.keyring)[0]
-            required = [
-                (int(v.time.timestamp()), v.policy.require_signatures)
-                for v in policy_mod.history(self.repo, self.keyring)
+            versions = [
+                (v.id, int(v.time.timestamp()), v.policy.require_signatures)
+                for v in reversed(policy_mod.history(self.repo, self.keyring))
             ]
         except IntegrityError:  # a damaged policy or signers list: reported on its own below
-            signers, required = Signers(), []
+            signers, versions = Signers(), []
+        required, policy_problems = signed.policy_signatures(self.repo, versions, signers)
+        for commit, kind, detail in policy_problems:
+            findings.append(Finding(kind, commit, None, detail))  # type: ignore[arg-type]
         try:
             problems = signed.signers_problems(self.repo, self.keyring, again=True)
         except IntegrityError as err:  # the branch is not a plain ref: a finding, as every problem is
