@@ -49,7 +49,7 @@ from vaultmem.core.signing import GPGSIG, gpgsig_value
 from vaultmem.errors import BusyError, IntegrityError, StorageError, VaultError
 from vaultmem.git import durable, midx, objects
 from vaultmem.git.fresh import FreshFiles
-from vaultmem.git.journal import Journal, JournalFullError, Move, same_epoch
+from vaultmem.git.journal import DAMAGED_JOURNAL, DamagedJournal, Journal, JournalFullError, Move, same_epoch
 from vaultmem.git.journal import epoch as epoch
 
 LOCK_WAIT = 2.0  # seconds to wait for another program's ref lock
@@ -150,6 +150,8 @@ def read_loose(path: str) -> bytes | None:
         raise Damaged(path) from err
     try:
         data = os.read(fd, 64)
+    except IsADirectoryError as err:  # refs/heads/main/x made by git where main is not yet
+        raise Damaged(path) from err
     finally:
         os.close(fd)
     if len(data) != 41 or data[40:] != b"\n" or not _HEX.issuperset(data[:40]):
@@ -158,14 +160,19 @@ def read_loose(path: str) -> bytes | None:
 
 
 def read_packed(gitdir: Path, ref: str) -> bytes | None:
+    """The id ``packed-refs`` gives ``ref``, None if it names no such ref;
+    raises Damaged when the ref's line holds anything but an id (read as
+    "no such ref", the next write would start a new history)."""
     try:
         text = (gitdir / "packed-refs").read_bytes()
     except FileNotFoundError:
         return None
     want = b" " + ref.encode("ascii")
     for line in text.split(b"\n"):
-        if line.endswith(want) and len(line) == 40 + len(want) and _HEX.issuperset(line[:40]):
-            return bytes.fromhex(line[:40].decode("ascii"))
+        if line.endswith(want):
+            if len(line) == 40 + len(want) and _HEX.issuperset(line[:40]):
+                return bytes.fromhex(line[:40].decode("ascii"))
+            raise Damaged(str(gitdir / "packed-refs"))
     return None
 
 
@@ -759,7 +766,10 @@ class CommitPath:
         (What a killed writer left is cleared when the lock is taken.)"""
         if not self._checked_epoch:
             self._clear_own_leftovers()
-            self._repair_epoch()
+            try:
+                self._repair_epoch()
+            except OSError as err:
+                raise _storage_error(err) from err
             self._finish_legacy()
             self._checked_epoch = True
 
@@ -1092,6 +1102,8 @@ def _alive(pid: int) -> bool:
 
 
 def _storage_error(err: OSError) -> VaultError:
+    if isinstance(err, DamagedJournal):
+        return StorageError(f"Error: {DAMAGED_JOURNAL}. Nothing was changed.")
     if err.errno == errno.EXDEV:
         return StorageError(
             f"Error: {storage_reason(err)}, so nothing was changed: vaultmem writes a vault only when it is whole "

@@ -193,6 +193,33 @@ def datasync(fd: int) -> None:
     os.fdatasync(fd)
 
 
+class DamagedJournal(OSError):
+    """Neither copy of the journal's header can be read (the disk returned
+    other bytes): its records cannot be read, so no write may be made."""
+
+
+DAMAGED_JOURNAL = (
+    "vaultmem's journal (vaultmem/journal in the vault) is damaged: neither copy of its header can be read, "
+    "so writes are refused. If the vault's versions are all there (`vaultmem log`), move vaultmem/journal out "
+    "of the vault and the next write starts a new one; otherwise restore the vault from a clone"
+)
+
+
+def header_damaged(gitdir: Path) -> bool:
+    """Whether ``gitdir``'s journal exists and has no readable header (reads only)."""
+    try:
+        fd = os.open(gitdir / "vaultmem" / NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        block = os.pread(fd, HEADER, 0)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return _Header.decode(block[:_COPY]) is None and _Header.decode(block[_COPY:]) is None
+
+
 class JournalFullError(Exception):
     """A record that does not fit: after a checkpoint that starts a new pass
     (``ever``), or never (the caller syncs in place instead)."""
@@ -273,7 +300,7 @@ class Journal:
         block = os.pread(fd, HEADER, 0)
         found = [h for h in (_Header.decode(block[:_COPY]), _Header.decode(block[_COPY:])) if h is not None]
         if not found:
-            raise OSError(errno.EIO, f"the journal {self.path} has no readable header")
+            raise DamagedJournal(errno.EIO, f"the journal {self.path} has no readable header")
         return max(found, key=lambda h: h.count)
 
     def _records(self, fd: int, header: _Header) -> Iterator[tuple[int, int, bytes, int]]:

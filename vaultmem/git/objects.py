@@ -299,6 +299,31 @@ def _valid_index_v1(idx: bytes) -> bool:
     return hashlib.sha1(idx[:-20]).digest() == idx[-20:]
 
 
+def damaged_indexes(gitdir: Path) -> list[tuple[str, bool]]:
+    """The pack indexes in ``gitdir``'s pack folder that stock git refuses, as
+    (name, whether the index is whole but names another pack than the one
+    beside it: the pack was cut short or changed)."""
+    folder = gitdir / "objects" / "pack"
+    try:
+        names = sorted(name for name in os.listdir(folder) if name.startswith("pack-") and name.endswith(".idx"))
+    except OSError:
+        return []
+    damaged: list[tuple[str, bool]] = []
+    for name in names:
+        try:
+            idx = (folder / name).read_bytes()
+            with open(folder / (name[: -len(".idx")] + ".pack"), "rb") as pack:
+                pack.seek(-20, os.SEEK_END)
+                pack_sum = pack.read(20)
+        except OSError:
+            continue  # retired meanwhile, or a pack gone: its objects are missing, not its index
+        if not valid_index(idx):
+            damaged.append((name, False))
+        elif idx[-40:-20] != pack_sum:
+            damaged.append((name, True))
+    return damaged
+
+
 def index_ids(idx: bytes) -> list[bytes]:
     """The object ids a valid pack index (version 1 or 2) lists."""
     if idx[:4] != b"\377tOc":

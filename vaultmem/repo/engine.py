@@ -112,6 +112,17 @@ GONE = (
     "Error: the vault's folder is gone (moved, deleted, or its disk unmounted) since it was opened, "
     "so nothing was read or changed. Open it where it is now."
 )
+MAIN_DAMAGED = (
+    "refs/heads/main does not hold a commit id (its file, or its line in packed-refs, is damaged: a power cut "
+    "or a failing disk?), so no version of the history could be read from it. After a power cut the next write "
+    "repairs it from vaultmem's journal; otherwise restore it with `git update-ref refs/heads/main ID` "
+    "(`git fsck --lost-found` lists the commits) or restore the vault from a clone"
+)
+MAIN_FOLDER = (
+    "the vault's refs/heads/main is a folder, not a ref: git made a branch under that name (`git for-each-ref "
+    "refs/heads/main/` lists it), so no version can be read or written. Rename that branch out of the way "
+    "(`git branch -m main/NAME NAME`), then try again"
+)
 _SIGNATURE_BAD = set("<>\n\r\0")
 _TIME_LIKE = re.compile(r"\d{4,}-(?:\d{2}-\d{2}|W\d{2}(?:-\d)?)([T ]|$)")
 _SEALED_PATH = re.compile(rf"/memories(?:/n[a-z2-7]{{{TOKEN_LENGTH}}}(?![^/\s,]))+")
@@ -420,8 +431,19 @@ class Engine:
                     f"Error: {folder} is not a vault: it is a git repository with {kind}, which vaultmem does not "
                     "use (a vault has SHA-1 objects and refs in files, as `vaultmem init` makes it)."
                 ) from err
+            if "config file" in str(err) and (folder / "config").is_file() and (folder / "objects").is_dir():
+                raise NotAVaultError(
+                    f"Error: the git config of {folder} cannot be read ({_one_line(str(err))}), so the vault cannot "
+                    "be opened; fix the line it names (`git config --list` names it too), then try again."
+                ) from err
             raise NotAVaultError(f"Error: {folder} is not a vault (not a git repository).") from err
-        ref = repo.references.get(KEYRING_REF)
+        try:
+            ref = repo.references.get(KEYRING_REF)
+        except pygit2.GitError as err:  # its line in packed-refs holds no id
+            raise NotAVaultError(
+                "Error: the vault's keyring ref is damaged (git's packed-refs file, which holds it, cannot be "
+                f"read: {err}); restore it from a clone."
+            ) from err
         if not repo.is_bare and ref is None and any(r.endswith("/vaultmem-keyring") for r in repo.references):
             raise NotAVaultError(
                 f"Error: {folder} is a git working copy of a vault, not a vault: a vault is a bare repository. "
@@ -485,9 +507,13 @@ class Engine:
             self._overlay = None  # a writer has repaired main (or moved it): the disk is right again
         if raw == DAMAGED:
             _refuse_special_files(self.path)  # a FIFO there: libgit2 would wait for a writer for ever
+            if os.path.isdir(os.path.join(self.path, MAIN)):
+                raise IntegrityError(f"Error: {MAIN_FOLDER}.")
             try:
                 ref = self.repo.references.get(MAIN)  # a symbolic ref, or damage: libgit2 decides
-                return ref.resolve().target if ref is not None else None  # type: ignore[return-value]
+                if ref is None:
+                    raise KeyError(MAIN)  # what vaultmem read is no id, and libgit2 sees no ref: damage
+                return ref.resolve().target  # type: ignore[return-value]
             except (pygit2.GitError, KeyError, ValueError) as err:
                 raise IntegrityError(
                     "Error: the vault's refs/heads/main does not hold a commit id (a power cut?). The next "
@@ -1183,7 +1209,12 @@ class Engine:
         signatures = self._signature_check(findings)
         repo = self._handle()
         try:
-            head = self._head()
+            try:
+                head = self._head()
+            except IntegrityError:  # verify reports damage; it never stops at it
+                head = None
+                folder = os.path.isdir(os.path.join(self.path, MAIN))
+                findings.append(Finding("object", None, None, MAIN_FOLDER if folder else MAIN_DAMAGED))
             report = verify(repo, head, doc, self.keyring, self.keyring.user_key, progress, signatures)
             report.findings.extend(findings)
             if signatures is not None:
@@ -1464,6 +1495,10 @@ def setup_error(err: Exception) -> StorageError:
         f"Error: {reason}, so git's settings for this vault were not all written; "
         "run it again once the vault is writable."
     )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _unusable_git_kind(folder: Path) -> str | None:

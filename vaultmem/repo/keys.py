@@ -59,11 +59,40 @@ def list_keys(keyring: Keyring) -> list[KeyInfo]:
 def keyring_blob(repo: pygit2.Repository, target: Any) -> bytes:
     try:
         oid = target if isinstance(target, pygit2.Oid) else pygit2.Oid(hex=str(target))
+    except (ValueError, TypeError) as err:
+        raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
+    try:
         return file_of(repo, oid, KEYRING_FILE)[1]
     except OversizedObject as err:
         raise NotAVaultError(f"Error: the vault's keyring ref is damaged ({err}); restore it from a clone.") from err
     except (KeyError, ValueError, pygit2.GitError) as err:
-        raise NotAVaultError("Error: the vault's keyring ref is damaged; restore it from a clone.") from err
+        raise NotAVaultError(_unreadable_keyring(Path(repo.path), str(oid))) from err
+
+
+def _unreadable_keyring(gitdir: Path, commit: str) -> str:
+    """Why the keyring commit the ref names cannot be read, and the repair:
+    the ref is whole; the objects under it are missing or damaged."""
+    what = f"the vault's keyring (commit {commit[:10]} of {KEYRING_REF.rsplit('/')[-1]})"
+    damaged = objects.damaged_indexes(gitdir)
+    indexes = [name for name, cut in damaged if not cut]
+    if indexes:
+        names = " and ".join(f"objects/pack/{name}" for name in indexes)
+        commands = "; ".join(f"`git index-pack objects/pack/{name[: -len('.idx')]}.pack`" for name in indexes)
+        return (
+            f"Error: {what} cannot be read: the pack index {names} is damaged. If `git fsck` finds the pack "
+            f"whole, remove the index and run {commands} in the vault to rebuild it; otherwise restore the vault "
+            "from a clone."
+        )
+    packs = " and ".join(f"objects/pack/{name[: -len('.idx')]}.pack" for name, _ in damaged)
+    where = (
+        f"the pack {packs} does not match its index: it was cut short or changed"
+        if damaged
+        else "it is missing or damaged in the vault's objects"
+    )
+    return (
+        f"Error: {what} cannot be read: {where} (`git fsck` names the damage), so nothing in the vault can be "
+        "decrypted; restore the vault from a clone or a backup."
+    )
 
 
 def write_keyring(

@@ -97,6 +97,15 @@ class Shredding(Engine):
                 f"Error: the erasure is recorded in {erasure.commit[:10]}, but removing the old keys failed "
                 f"({commit_path.storage_reason(err)}). Run the same erasure again to finish it."
             ) from err
+        except BusyError as err:  # a git lock on a ref the erasure moves: main already holds the erasure
+            held = str(err).removeprefix("Error: ").partition(" exists")[0]
+            lock = held if held.endswith(".lock") else "a lock file of git's"
+            raise BusyError(
+                f"Error: the erasure is recorded in {erasure.commit[:10]}, but its keys are not destroyed yet: "
+                f"{lock} exists (another program, a git command?, is updating the vault). Run the same erasure "
+                "again when it has finished; if no git command is running, that file was left by one that died: "
+                "remove it from the vault's folder first."
+            ) from err
         self._keyring_stamp = None
         self._keyring_changed()
         if left:

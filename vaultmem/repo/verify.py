@@ -52,7 +52,8 @@ from vaultmem.core.paths import MemoryPath, parse_stored
 from vaultmem.core.versions import COMMANDS, parse_trailers, split_seal
 from vaultmem.errors import VaultError
 from vaultmem.git import commits as commit_path
-from vaultmem.git import midx, objects, prune
+from vaultmem.git import journal, midx, objects, prune
+from vaultmem.git.journal import DAMAGED_JOURNAL
 from vaultmem.repo import keys
 from vaultmem.repo.history import OversizedObject, RawCommit, UnreadableVersion, hiding_files, read_commit, read_object
 
@@ -425,6 +426,8 @@ def verify(
     _multi_pack_index(repo, checker)
     _pack_indexes(repo, checker)
     _alternates(repo, checker)
+    if journal.header_damaged(Path(repo.path)):
+        checker.find("object", None, DAMAGED_JOURNAL)
     _erasures(repo, checker, real)
     _replaced_keyrings(repo, checker)
     _keyring_history(repo, checker)
