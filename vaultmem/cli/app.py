@@ -104,6 +104,8 @@ def _with_suggestion(parser: argparse.ArgumentParser, message: str) -> str:
         hint = f" It takes {', '.join(names)}." if len(names) <= 6 else ""
         if close:
             hint = f" Did you mean `{close[0]}`?"
+        if parser.prog == "vaultmem" and given in ("help", "version"):  # `git help`, `gh version`
+            hint = f" Did you mean `vaultmem --{given}`?"
         if option.startswith("-"):  # an option's value (pull --policy-from), not a command
             return f"'{given}' is not a value {option.split('/')[-1]} takes.{hint} {see}"
         return f"'{given}' is not a {parser.prog} command.{hint} {see}"
@@ -114,6 +116,8 @@ def _with_suggestion(parser: argparse.ArgumentParser, message: str) -> str:
         options = [o for o in _all_options(parser) if o != given]  # never the option just refused
         close = difflib.get_close_matches(given, options, n=1, cutoff=0.6)
         hint = f" Did you mean `{close[0]}`?" if close and first.startswith("-") else ""
+        if given.startswith("--") and given in _all_options(build_parser()):  # another command's option
+            hint = f" `{parser.prog}` takes no {given}."
         return f"{message}.{hint} {see}"
     return f"{message} {see}"
 
@@ -211,7 +215,24 @@ def build_parser() -> argparse.ArgumentParser:
         command.description = purpose[:1].upper() + purpose[1:] + "."
         command.epilog = (EPILOGS.get(name, "") + "\n\n" if name in EPILOGS else "") + f"example:\n  {EXAMPLES[name]}"
         command.formatter_class = argparse.RawDescriptionHelpFormatter
+    for name, group, purpose in _named_groups(parser):  # `vaultmem key --help`: its purpose and an example too
+        first = next(leaf for leaf in EXAMPLES if leaf.startswith(name + " "))
+        group.description = purpose[:1].upper() + purpose[1:] + "."
+        group.epilog = f"example:\n  {EXAMPLES[first]}\n\neach command's options: vaultmem {name} COMMAND --help"
+        group.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+def _named_groups(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser, str]]:
+    """(name, parser, one-line purpose) of every command that groups others (``key``, ``policy``)."""
+    found: list[tuple[str, argparse.ArgumentParser, str]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            purposes = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                    found.append((name, sub, purposes.get(name, "")))
+    return found
 
 
 # Commands that make their own vault and key, so take no vault, key or signing options.
@@ -264,7 +285,7 @@ EPILOGS_COMPLETION = (
     "install it with one command:\n"
     "  bash: vaultmem completion bash >> ~/.bashrc\n"
     "  zsh:  vaultmem completion zsh >> ~/.zshrc\n"
-    "  fish: vaultmem completion fish > ~/.config/fish/completions/vaultmem.fish"
+    "  fish: mkdir -p ~/.config/fish/completions && vaultmem completion fish > ~/.config/fish/completions/vaultmem.fish"
 )
 
 EPILOGS = {
@@ -308,7 +329,9 @@ def _global_options(
     if "--vault" not in taken:
         parser.add_argument("--vault", metavar="PATH", default=vault, help=f"vault folder (or {ENV_VAULT})")
     if "--key-file" not in taken:  # git-setup's own --key-file names the key git should use
-        parser.add_argument("--key-file", metavar="FILE", default=key_file, help="file holding the key (mode 0600)")
+        parser.add_argument(
+            "--key-file", metavar="FILE", default=key_file, help="file holding the key (mode 0600); - reads a pipe"
+        )
     if "--passphrase" not in taken:
         parser.add_argument(
             "--passphrase",
@@ -445,6 +468,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"unexpected {type(err).__name__}: {err}; run `vaultmem verify`, and report it if it persists.")
 
 
+# The code registers itself with `compdef`, which only zsh's completion system
+# defines; zsh's own default ~/.zshrc does not start it, so appended there the
+# code would fail with `command not found: compdef` in every new shell.
+_ZSH_COMPINIT = """\
+if [[ -n "${ZSH_VERSION-}" ]] && ! (( ${+functions[compdef]} )); then
+    autoload -Uz compinit && compinit
+fi
+"""
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "keygen":
         from vaultmem.core.crypto import generate_key
@@ -460,7 +493,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "completion":
         import argcomplete.shell_integration
 
-        sys.stdout.write(argcomplete.shell_integration.shellcode(["vaultmem"], shell=args.shell))
+        code = argcomplete.shell_integration.shellcode(["vaultmem"], shell=args.shell)
+        if args.shell == "zsh":  # after its `#compdef` line, which zsh reads when the file is in $fpath
+            first, _, rest = code.partition("\n")
+            code = f"{first}\n{_ZSH_COMPINIT}{rest}"
+        sys.stdout.write(code)
         return 0
     if args.command == "demo" and args.example is not None:
         return _example(args)
@@ -719,6 +756,10 @@ def _key_args(
     ]
     if len(given) > 1:
         raise UsageError(f"give only one of {' and '.join(given)}.")
+    if args.key_file == "-":  # `pass show agent-vault | vaultmem --key-file - ls`: the pipe's first line
+        if args.command == "mcp":
+            raise UsageError("vaultmem mcp reads no key from standard input (MCP speaks there): use a key file.")
+        return {"key": _piped_key()}
     if args.key_file:
         return {"key_file": args.key_file}
     if args.passphrase_file:
@@ -771,11 +812,25 @@ def _key_args(
     )
 
 
+def _piped_key() -> str:
+    """The key on standard input's first line (``--key-file -``), never from a terminal."""
+    where = "the key on standard input"
+    if _is_terminal(sys.stdin):
+        raise UsageError("--key-file - reads the key from a pipe, and standard input is a terminal.")
+    try:
+        line = sys.stdin.readline().removeprefix("\ufeff")
+    except UnicodeDecodeError:  # standard input decoded strictly (not in UTF-8 mode)
+        raise _not_unicode(where) from None
+    if not line.strip():
+        raise UsageError("--key-file - reads the key from standard input's first line, and it was empty.")
+    return _unicode(line.strip(), where)
+
+
 def _refuse_before_asking(args: argparse.Namespace, folder: str, create: bool) -> None:
     """At a terminal, what the vault would refuse once the passphrase is typed
     (a mistyped ``--vault``: no such folder, not a vault; ``init`` in a folder
     that is not empty) is refused before asking for it."""
-    from vaultmem.errors import NotAVaultError
+    from vaultmem.errors import NotAVaultError, StorageError
     from vaultmem.vault import Vault
 
     if not _is_terminal(sys.stdin) or args.command == "clone":  # a clone's folder is made by the clone
@@ -790,7 +845,7 @@ def _refuse_before_asking(args: argparse.Namespace, folder: str, create: bool) -
     if Vault.protection(folder) is None:  # not a vault, or one whose keyring opening it explains
         try:
             Vault.open(folder).close()
-        except NotAVaultError:
+        except (NotAVaultError, StorageError):  # not a vault, or one this user may not read
             raise
         except VaultError:
             pass  # a vault: the passphrase is asked for, and opening says what is wrong
@@ -1047,15 +1102,36 @@ def _diff(vault: Vault, args: argparse.Namespace) -> int:
 
 def _call_parser(commands: _Commands) -> None:
     call = commands.add_parser("call", help="run one memory tool call, given as JSON")
-    call.add_argument("input", help='the tool input, e.g. \'{"command": "view", "path": "/memories"}\'')
+    call.add_argument(
+        "input",
+        metavar="JSON",
+        help='the tool input, e.g. \'{"command": "view", "path": "/memories"}\', or - to read it from standard input',
+    )
     _who(call, "cli")
     _json(call)
+
+
+def _tool_input(given: str) -> str:
+    """The JSON given, or with ``-`` all of standard input (after the
+    passphrase's line, when ``--passphrase`` reads it there): a file near the
+    size limit, escaped as JSON, can be longer than one argument may be."""
+    if given != "-":
+        return given
+    where = "the tool input on standard input"
+    try:
+        text = sys.stdin.read()
+    except UnicodeDecodeError:  # standard input decoded strictly (not in UTF-8 mode)
+        raise _not_unicode(where) from None
+    text = text.removeprefix("\ufeff")  # as Windows Notepad saves a file
+    if not text.strip():
+        raise UsageError("call - reads the tool input from standard input, and it was empty.")
+    return _unicode(text, where)
 
 
 def _call(vault: Vault, args: argparse.Namespace) -> int:
     """The memory commands themselves (no SDK to load), as the tool runs them."""
     try:
-        params = json.loads(args.input)
+        params = json.loads(_tool_input(args.input))
     except json.JSONDecodeError as err:
         raise UsageError(f"the tool input is not valid JSON: {err.msg}.") from err
     except ValueError:  # an integer of more digits than Python turns into a number (4,300)

@@ -177,9 +177,10 @@ def read_secret_file(path: str | os.PathLike[str], what: str) -> str:
     if not stat.S_ISREG(st.st_mode):
         raise BadKeyError(f"Error: the {what} is not a regular file.")
     if st.st_mode & 0o077:
+        # others who may write it could swap the secret; only reading is "readable"
+        how = "readable by others" if st.st_mode & 0o044 else "writable or executable by others"
         raise BadKeyError(
-            f"Error: the {what} is readable by others (mode {stat.S_IMODE(st.st_mode):04o}); "
-            "run `chmod 600` on it first."
+            f"Error: the {what} is {how} (mode {stat.S_IMODE(st.st_mode):04o}); run `chmod 600` on it first."
         )
     try:
         with open(path, encoding="utf-8-sig") as fh:  # a BOM, as Windows Notepad saves one, is not the secret

@@ -425,6 +425,11 @@ class Engine:
         try:
             repo = pygit2.Repository(str(folder), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except pygit2.GitError as err:
+            if _denied(folder):
+                raise StorageError(
+                    f"Error: cannot open the vault {folder}: permission denied (this user may not read it). Run "
+                    "the command as the user the vault belongs to, or give this user read access."
+                ) from err
             kind = _unusable_git_kind(folder)
             if kind is not None:
                 raise NotAVaultError(
@@ -1540,6 +1545,28 @@ def _gitdir_file(file: Path) -> Path | None:
 # The files git and vaultmem read to open a vault and answer a call: one of
 # them replaced by a FIFO would make every open wait for a writer, for ever.
 _READ_AT_ONCE = ("config", "HEAD", "packed-refs", "commondir", "objects/info/alternates", *sharing.BRANCHES)
+
+
+def _denied(folder: Path) -> bool:
+    """Whether this user may not read ``folder`` or the files git opens a
+    repository by (another user's vault, mode 0700): what git calls
+    ``Permission denied``, not a folder that is no repository."""
+    try:
+        names = os.listdir(folder)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    for name in ("HEAD", "config"):
+        if name in names:
+            try:
+                with open(folder / name, "rb"):
+                    pass
+            except PermissionError:
+                return True
+            except OSError:
+                continue
+    return False
 
 
 def _refuse_special_files(folder: Path) -> None:

@@ -27,13 +27,16 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType, TracebackType
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -149,6 +152,47 @@ def _silence(err: Exception) -> str:
     return str(err)
 
 
+class _CtrlC:
+    """Ctrl-C (SIGINT) during a libgit2 transfer.  libgit2 runs the transfer
+    in C and calls into Python only for its callbacks, and Python runs a
+    signal's handler at the first Python line it reaches: the entry of
+    pygit2's callback wrapper, outside its ``try``, where the
+    KeyboardInterrupt is dropped (``Exception ignored from cffi callback``,
+    a traceback) and the transfer goes on to the end, exit code 0.  So while
+    a transfer runs, SIGINT is only noted; the next callback runs the handler
+    inside the wrapper (:meth:`deliver`), where pygit2 keeps its
+    KeyboardInterrupt, stops libgit2 and raises it; a transfer that ends
+    first runs it as it returns.  In the main thread only, which alone runs
+    signal handlers."""
+
+    def __init__(self) -> None:
+        self.caught: list[tuple[int, FrameType | None]] = []
+        self.previous: Callable[[int, FrameType | None], Any] | None = None
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            handler = signal.getsignal(signal.SIGINT)
+            if callable(handler):  # ignored, or the default action (the process ends): nothing to note
+                self.previous = handler
+                signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self.caught.append((signum, frame))
+
+    def deliver(self) -> None:
+        """Run the handler of each SIGINT noted (Python's raises KeyboardInterrupt)."""
+        while self.caught and self.previous is not None:
+            self.previous(*self.caught.pop(0))
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.deliver()
+
+
 class _Callbacks(pygit2.RemoteCallbacks):
     """Credentials when the server asks, and what it refused in a push.
 
@@ -158,11 +202,12 @@ class _Callbacks(pygit2.RemoteCallbacks):
     the key file in ``VAULTMEM_SSH_KEY``.  Each is offered once: a server that
     refuses it gets a clear error, not a loop."""
 
-    def __init__(self, progress: Callable[[int, int], None] | None = None) -> None:
+    def __init__(self, progress: Callable[[int, int], None] | None = None, ctrl_c: _CtrlC | None = None) -> None:
         super().__init__()
         self.refused: dict[str, str] = {}
         self.offered: set[str] = set()
         self.progress = progress
+        self.ctrl_c = ctrl_c or _CtrlC()
         self.said: list[str] = []  # what the server wrote to the client (its hooks' output), bounded
 
     def push_update_reference(self, refname: str, message: str | None) -> None:
@@ -170,6 +215,7 @@ class _Callbacks(pygit2.RemoteCallbacks):
             self.refused[refname] = message
 
     def sideband_progress(self, string: str) -> None:
+        self.ctrl_c.deliver()
         if sum(map(len, self.said)) < 4096:
             self.said.append(string)
 
@@ -181,10 +227,12 @@ class _Callbacks(pygit2.RemoteCallbacks):
         return shown if len(shown) <= 500 else shown[:499] + "\u2026"
 
     def transfer_progress(self, stats: Any) -> None:
+        self.ctrl_c.deliver()
         if self.progress is not None and stats.total_objects:
             self.progress(stats.received_objects, stats.total_objects)
 
     def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
+        self.ctrl_c.deliver()
         if self.progress is not None and total_objects:
             self.progress(objects_pushed, total_objects)
 
@@ -200,6 +248,7 @@ class _Callbacks(pygit2.RemoteCallbacks):
         return True
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: pygit2.enums.CredentialType) -> Any:
+        self.ctrl_c.deliver()
         kinds = pygit2.enums.CredentialType
         if allowed_types & kinds.USERPASS_PLAINTEXT and "userpass" not in self.offered:
             self.offered.add("userpass")
@@ -470,9 +519,12 @@ def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], Non
         try:
             # pruned: a branch the server no longer has leaves its tracking ref too,
             # so a push sends it again and the witness sees a main that is gone
-            _past_incoming(
-                lambda: remote.fetch(specs, callbacks=_Callbacks(progress), prune=pygit2.enums.FetchPrune.PRUNE)
-            )
+            with _CtrlC() as ctrl_c:
+                _past_incoming(
+                    lambda: remote.fetch(
+                        specs, callbacks=_Callbacks(progress, ctrl_c), prune=pygit2.enums.FetchPrune.PRUNE
+                    )
+                )
         except (pygit2.GitError, OSError) as err:
             raise _transport_error(name, err) from err
         # `git repack -ad` run between libgit2 writing the fetched pack and the
@@ -789,7 +841,8 @@ def _send(
     remote = _remote(repo, name)
     _bounded()
     try:
-        _past_incoming(lambda: remote.push(specs, callbacks=callbacks))
+        with callbacks.ctrl_c:
+            _past_incoming(lambda: remote.push(specs, callbacks=callbacks))
     except (pygit2.GitError, OSError) as err:
         if any(words in str(err) for words in _BEHIND):
             raise ConflictError(
@@ -1505,6 +1558,8 @@ def clone(
     shutil.rmtree(work, ignore_errors=True)
     _clear_killed_clones(path)
 
+    ctrl_c = _CtrlC()
+
     def cloned() -> pygit2.Repository:
         # The vault's branches only, as a pull takes them: not the server's
         # other branches and tags (what else the server holds is no part of
@@ -1513,12 +1568,13 @@ def clone(
         made = pygit2.init_repository(str(work), bare=True, initial_head="main")
         made.remotes.create("origin", stored, "+refs/heads/*:refs/remotes/origin/*")
         specs = [f"+{ref}:{tracking('origin', ref)}" for ref in BRANCHES]
-        _remote(made, "origin").fetch(specs, callbacks=_Callbacks(progress))
+        _remote(made, "origin").fetch(specs, callbacks=_Callbacks(progress, ctrl_c))
         return made
 
     try:
         try:
-            repo = _past_incoming(cloned)
+            with ctrl_c:
+                repo = _past_incoming(cloned)
         except (pygit2.GitError, OSError, ValueError) as err:
             raise VaultError(f"Error: cannot clone {url}: {_silence(err)}. Nothing was made.") from err
         for ref in BRANCHES:  # whatever the server's HEAD names, the vault's three branches
