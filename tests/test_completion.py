@@ -61,8 +61,9 @@ def test_each_shell_gets_code_that_runs_vaultmem(shell: str, capsys: pytest.Capt
 
 
 def test_fish_completes_through_the_same_protocol(path_with_vaultmem: str, tmp_path: Path) -> None:
-    """What fish's function does (fish itself is not on this machine): the
-    completions come back one a line, with their help after a tab."""
+    """What fish's function asks for, without fish (the fish itself loads
+    it in test_hunt_first_hour_more.py): the completions come back one a
+    line, with their help after a tab."""
     out = tmp_path / "completions"
     env = {
         **os.environ,
