@@ -992,6 +992,8 @@ class Engine:
                 paths=tuple(p.text for p in change.paths),
                 message=message,
                 restored_from=next((v for k, v in change.trailers if k == RESTORED_FROM), None),
+                reason=next((v for k, v in change.trailers if k == "Vaultmem-Reason"), None),
+                erased=tuple(v for k, v in change.trailers if k == "Vaultmem-Erased"),
             )
             if after is not None:
                 after(version)
