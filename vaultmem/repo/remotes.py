@@ -545,7 +545,8 @@ def fetch(repo: pygit2.Repository, name: str, progress: Callable[[int, int], Non
     if problem is not None:
         raise WitnessError(
             f"Error: {problem}. This vault's branches were not changed; its refs/remotes/{name}/ now record what "
-            "the server holds, for `vaultmem verify`. Check the server before syncing again."
+            "the server holds, for `vaultmem verify`. Check the server before syncing again; once it is right (a new "
+            f"server, say), `vaultmem remote remove {name}` then `vaultmem remote add {name} URL` start afresh."
         )
 
 
@@ -743,12 +744,19 @@ def unpushed(gitdir: Path, name: str) -> bool:
     return False
 
 
-def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None] | None = None) -> Transfer:
+def push(
+    repo: pygit2.Repository,
+    name: str,
+    progress: Callable[[int, int], None] | None = None,
+    keyring: Keyring | None = None,
+) -> Transfer:
     """Push the three branches, never forcing.  A branch the server holds at
     a commit this vault does not descend from is refused before anything is
     sent: the caller pulls first.  Each branch moves on the server only from
     the commit this check saw: a push that lands meanwhile wins, and this one
-    is refused."""
+    is refused.  Given the vault's ``keyring``, every commit the push would
+    add is checked first, as a pull checks it: one made without the key
+    (plain git committing or pushing into the vault) never leaves."""
     fetch(repo, name)
     foreign_main(repo, name, "Nothing was pushed.")
     result = Transfer(name)
@@ -784,6 +792,8 @@ def push(repo: pygit2.Repository, name: str, progress: Callable[[int, int], None
         result.moved[short_name(ref)] = (str(old) if old is not None else None, str(local.target))
     if not moves:
         return result
+    if keyring is not None:
+        check_outgoing(repo, name, moves, keyring)
     order = [short_name(ref) for ref in BRANCHES]  # reported main first, as everywhere
     result.moved = dict(sorted(result.moved.items(), key=lambda item: order.index(item[0])))
     remote = _remote(repo, name)
@@ -1506,6 +1516,30 @@ def check_commits(
     return count
 
 
+def check_outgoing(
+    repo: pygit2.Repository, name: str, moves: list[tuple[str, pygit2.Oid | None, pygit2.Oid]], keyring: Keyring
+) -> None:
+    """Every commit a push adds to the server's sealed branches must carry a
+    seal under the vault's keys: a commit plain git made in the vault (its
+    content may be plaintext) is refused here, before anything is sent."""
+    for ref, old, new in moves:
+        if ref not in SEALED_REFS:
+            continue
+        for commit in added_since(repo, new, old):
+            body, seal = split_seal(repo.odb.read(commit.id)[1])
+            problem = "it carries no vaultmem-seal" if seal is None else keyring.check_commit_seal(seal, body)
+            if problem:
+                raise IntegrityError(
+                    f"Error: this vault's {short_name(ref)} holds commit {str(commit.id)[:10]}, not made with the "
+                    f"vault's key ({problem}; written by plain git?), so it is not sent to the remote {name!r}; "
+                    "run `vaultmem verify`. Nothing was pushed."
+                )
+
+
+# The branches whose every commit vaultmem seals (the keyring is checked by its MAC).
+SEALED_REFS = (MAIN_REF, POLICY_REF, SHADOWS_REF, SIGNERS_REF, CHECKPOINTS_REF)
+
+
 def advance(commits: CommitPath, ref: str, local: pygit2.Oid | None, theirs: pygit2.Oid) -> None:
     """Move ``ref`` forward to ``theirs`` through the commit path (the caller
     holds the writer lock)."""
@@ -1636,7 +1670,7 @@ def check_clone(repo: pygit2.Repository, keyring: Keyring) -> None:
     branch sealed under the vault's keys (a commit made on the server without
     the key is refused), and every change of the signers list signed by an
     operator.  The caller opened the clone with its key (the keyring's MAC)."""
-    for ref in (MAIN_REF, POLICY_REF, SHADOWS_REF, SIGNERS_REF, CHECKPOINTS_REF):
+    for ref in SEALED_REFS:
         found = repo.references.get(ref)
         if found is None:
             continue

@@ -151,7 +151,7 @@ class Syncing(Shredding):
         repo = self._handle()  # its own handle: a push may run in another thread (AutoSync)
         try:
             with one_sync(self.path), sharing.tracking_kept(repo, remote):
-                result = sharing.push(repo, remote, progress)
+                result = sharing.push(repo, remote, progress, self.keyring)
             if self.keyring.format >= 2:
                 self._drop_stray_keyrings(repo)
             return result
