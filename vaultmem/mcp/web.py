@@ -376,11 +376,18 @@ def url(host: str, port: int) -> str:
 def _badly_formed(headers: Sequence[tuple[bytes, bytes]]) -> tuple[int, bytes] | None:
     """The status and text refusing a request whose Host or Origin is not
     shaped as one (the answers the SDK gives a Host or Origin it does not
-    allow), or None.  An ``Origin: null`` is left to the SDK, which refuses it."""
+    allow), or None.  An ``Origin: null`` is left to the SDK, which refuses it.
+    Two ``Origin`` headers are refused: the SDK checks the first only, so a
+    foreign one after an allowed one would pass (HTTP itself refuses two ``Host``)."""
+    origins = 0
     for name, value in headers:
         lowered = name.lower()
         if lowered not in _NAMED:
             continue
+        if lowered == b"origin":
+            origins += 1
+            if origins > 1:
+                return 403, b"Invalid Origin header"
         text = value.decode("latin-1").lower()
         if lowered == b"host" and not _HOST_SHAPE.fullmatch(text):
             return 421, b"Invalid Host header"
