@@ -134,6 +134,11 @@ def _check_label(kind: str, value: str | None, optional: bool = False) -> None:
         return
     if not isinstance(value, str) or not value.strip() or len(value) > 200:
         raise VaultError(f"Error: the {kind} must be a non-empty string of at most 200 characters.")
+    if value != value.strip():  # git trims an author's name: the trailers and git would disagree
+        raise VaultError(
+            f"Error: the {kind} {value!r} begins or ends with white space, which git does not record as given; "
+            "give it without."
+        )
     if any(ch in _SIGNATURE_BAD or ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise VaultError(
             f"Error: the {kind} {value!r} contains a character git cannot record (<, >, or a control character)."
