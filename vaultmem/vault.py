@@ -22,6 +22,7 @@ from vaultmem.ops import expiry, transfer
 from vaultmem.ops import find as finding
 from vaultmem.ops import restore as restoring
 from vaultmem.ops.diff import FileChange, changes, unified
+from vaultmem.repo.engine import file_named_as_folder
 from vaultmem.repo.store import Change, Entry, Store
 
 __all__ = ["Change", "Entry", "Vault"]
@@ -148,7 +149,12 @@ class Vault(Store):
         ``a=None`` is the empty memory before the first version."""
         target = paths.parse(path, existing=True) if path is not None else MemoryPath(())
         before = self.snapshot(a) if a is not None else self._empty_snapshot()
-        return changes(before, self.snapshot(b), target)
+        after = self.snapshot(b)
+        if target.dir_hint:  # `/memories/a.txt/` names a folder: not the file a.txt, in either version
+            for snap, at in ((after, b), (before, a)):
+                if snap.kind(target) == "file":
+                    raise file_named_as_folder(path or "", target, at)
+        return changes(before, after, target)
 
     def diff(self, a: str | datetime | None, b: str | datetime | None = None, path: str | None = None) -> str:
         """A unified diff of the decrypted text from version ``a`` to ``b``

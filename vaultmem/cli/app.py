@@ -122,6 +122,26 @@ def _with_suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     return f"{message} {see}"
 
 
+def _unshown_passphrase(argv: list[str], err: UsageError) -> UsageError:
+    """``err``, unless it would show what was typed as ``--passphrase``'s value
+    (``--passphrase WORDS`` or ``--passphrase=WORDS``): the option takes none,
+    and the words are most likely the passphrase, so they are not shown."""
+    for i, word in enumerate(argv):
+        if word.startswith("--passphrase="):
+            given = word.partition("=")[2]
+        elif word == "--passphrase" and i + 1 < len(argv):
+            given = argv[i + 1]
+        else:
+            continue
+        if given and given in str(err):
+            return UsageError(
+                "--passphrase takes no value: it asks for the passphrase (or reads one line from a pipe). "
+                f"To give it without asking, set {ENV_PASSPHRASE} or use --passphrase-file FILE. "
+                "(What followed --passphrase is not shown.)"
+            )
+    return err
+
+
 def _typed(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
     """The parser of the command the arguments name (``key rotate``'s for
     ``vaultmem key rotate ...``), or ``parser`` itself when they name none."""
@@ -436,10 +456,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             import argcomplete
 
             argcomplete.autocomplete(parser)
-        args, extras = parser.parse_known_args(argv)
-        command = args.command
-        if extras:  # refused by the command typed, with its own options to suggest from
-            _typed(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
+        try:
+            args, extras = parser.parse_known_args(argv)
+            command = args.command
+            if extras:  # refused by the command typed, with its own options to suggest from
+                _typed(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
+        except UsageError as err:
+            raise _unshown_passphrase(sys.argv[1:] if argv is None else list(argv), err) from None
         _check_text_arguments(args)
         _check_key_files(args)
         if args.command in ("demo", "import", "export") and args.folder == "":  # `export "$OUT"`, OUT unset
@@ -765,7 +788,7 @@ def _key_args(
     if args.passphrase_file:
         from vaultmem.core.crypto import read_passphrase_file
 
-        return {"passphrase": read_passphrase_file(args.passphrase_file)}
+        return {"passphrase": read_passphrase_file(args.passphrase_file, ENV_PASSPHRASE)}
     if args.passphrase:
         if args.command == "mcp" and not os.environ.get(ENV_PASSPHRASE) and not _is_terminal(sys.stdin):
             raise UsageError(
@@ -1821,11 +1844,14 @@ def _new_key(args: argparse.Namespace) -> tuple[KeyArgs, str] | None:
     change elsewhere): --new-key-file, --new-passphrase-file, VAULTMEM_NEW_KEY,
     VAULTMEM_NEW_PASSPHRASE; with how to name it to people.  None if none is."""
     if args.new_key_file:
+        from vaultmem.core.crypto import read_key_file
+
+        read_key_file(args.new_key_file, ENV_NEW_KEY)  # the key's text given as the path: refused unshown
         return {"key_file": args.new_key_file}, f"the key in {args.new_key_file}"
     if getattr(args, "new_passphrase_file", None):
         from vaultmem.core.crypto import read_passphrase_file
 
-        return {"passphrase": read_passphrase_file(args.new_passphrase_file)}, "the new passphrase"
+        return {"passphrase": read_passphrase_file(args.new_passphrase_file, ENV_NEW_PASSPHRASE)}, "the new passphrase"
     if os.environ.get(ENV_NEW_KEY):
         return {"key": os.environ[ENV_NEW_KEY]}, f"the key in {ENV_NEW_KEY}"
     if os.environ.get(ENV_NEW_PASSPHRASE):
@@ -1993,6 +2019,15 @@ def _mcp_parser(commands: _Commands) -> None:
     )
 
 
+def _token_as_token_file(name: str, problem: Callable[[str], str | None]) -> bool:
+    """Whether ``--token-file``'s value, naming no file, is a token rather than
+    a path: one a token may be, and not plainly a path (so a file would be
+    made named by the token, and shown)."""
+    from vaultmem.core.crypto import looks_like_a_path
+
+    return not os.path.lexists(name) and problem(name) is None and not looks_like_a_path(name)
+
+
 def _mcp(vault: Vault, args: argparse.Namespace) -> int:
     try:
         import anyio
@@ -2015,6 +2050,11 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
         Path(args.token_file) if args.token_file else Path(vault.path).resolve() / "vaultmem" / mcp_http.TOKEN_FILE
     )
     where = mcp_http.ENV_TOKEN if token else str(token_file)
+    if not token and args.token_file and _token_as_token_file(args.token_file, mcp_http.token_problem):
+        raise UsageError(
+            "--token-file was given what looks like the token itself, where the file's path belongs; give the "
+            f"file's path, or the token in {mcp_http.ENV_TOKEN}. (It is not shown here, and no file was made.)"
+        )
     if not token:
         token = mcp_http.load_or_make_token(token_file)
     elif (problem := mcp_http.token_problem(token)) is not None:

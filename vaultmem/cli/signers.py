@@ -58,7 +58,7 @@ def load_signing_key(args: argparse.Namespace) -> SigningKey | None:
     """The signing key the command line or the environment gives, or None."""
     passphrase = None
     if getattr(args, "signing_passphrase_file", None):
-        passphrase = read_passphrase_file(args.signing_passphrase_file)
+        passphrase = read_passphrase_file(args.signing_passphrase_file, ENV_SIGNING_PASSPHRASE)
     return resolve_signing_key(getattr(args, "signing_key", None) or None, passphrase)
 
 
@@ -159,7 +159,7 @@ def signer_new(args: argparse.Namespace) -> int:
             raise VaultError(f"Error: {path} exists; choose another --out. Nothing was written.")
     passphrase = None
     if args.new_passphrase_file:
-        passphrase = read_passphrase_file(args.new_passphrase_file)
+        passphrase = read_passphrase_file(args.new_passphrase_file, ENV_SIGNING_PASSPHRASE)
     elif os.environ.get(ENV_SIGNING_PASSPHRASE):
         passphrase = os.environ[ENV_SIGNING_PASSPHRASE]
     elif getattr(args, "passphrase", False):  # `signer new --passphrase`: asked for, as `init --passphrase` asks

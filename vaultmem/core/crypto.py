@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import errno
 import hashlib
 import hmac
 import json
@@ -166,14 +167,30 @@ def check_new_passphrase(passphrase: object) -> None:
         )
 
 
-def read_secret_file(path: str | os.PathLike[str], what: str) -> str:
+def read_secret_file(path: str | os.PathLike[str], what: str, secret: str = "secret", env: str = "") -> str:
     """The text of a key or passphrase file, refusing one that others could
-    read.  ``what`` names the file in every error: the kind and the path as
-    given (``key file vault.key``)."""
+    read.  ``what`` names the kind of file (``key file``); every error names
+    the path as given too, except a name that may be the ``secret`` itself
+    (the secret's text where the file's path belongs: a name with spaces, a
+    bare word, a key): that one is never shown, and the error says where
+    the secret may go instead (``env``)."""
+    name = os.fspath(path)
     try:
         st = os.stat(path)
-    except OSError as err:
-        raise BadKeyError(f"Error: cannot read the {what}: {_reason(err)}.") from err
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the name
+        why = _reason(err) if isinstance(err, OSError) else "the name holds a NUL character"
+        if secret.endswith("key") and _is_key_text(name):
+            raise BadKeyError(
+                f"Error: the {secret} was given as its text where the {what}'s path belongs; give the "
+                f"file's path{f', or the text in {env}' if env else ''}. (The {secret} is not shown here.)"
+            ) from err
+        if _may_be_the_secret(name, err):
+            raise BadKeyError(
+                f"Error: cannot read the {what} given: {why}. Its name is not shown, in case it is the {secret} "
+                f"itself: the option takes the file's path{f'; the {secret} may go in {env} instead' if env else ''}."
+            ) from err
+        raise BadKeyError(f"Error: cannot read the {what} {name}: {why}.") from err
+    what = f"{what} {name}"
     if not stat.S_ISREG(st.st_mode):
         raise BadKeyError(f"Error: the {what} is not a regular file.")
     if st.st_mode & 0o077:
@@ -191,22 +208,61 @@ def read_secret_file(path: str | os.PathLike[str], what: str) -> str:
         raise BadKeyError(f"Error: cannot read the {what}: it is not readable UTF-8 text.") from err
 
 
+def _is_key_text(name: str) -> bool:
+    """A vaultmem key's or a private key's text, given where a file's path belongs."""
+    if "PRIVATE KEY" in name:
+        return True
+    try:
+        return len(base64.urlsafe_b64decode(name.strip().encode("ascii"))) == 32
+    except (ValueError, UnicodeEncodeError):
+        return False
+
+
+def _may_be_the_secret(name: str, err: BaseException) -> bool:
+    """Whether the name of a secret file that could not be found may be the
+    secret itself, so must not be shown: one too long for a file name, with
+    spaces or control characters, or not plainly a path (``hunter2``, the
+    ``a/b`` in a key's base64; see :func:`looks_like_a_path`)."""
+    if not isinstance(err, OSError) or err.errno == errno.ENAMETOOLONG or len(name) > 255:
+        return True
+    if any(c.isspace() or not c.isprintable() for c in name):
+        return True
+    return not looks_like_a_path(name)
+
+
+def looks_like_a_path(name: str) -> bool:
+    """Whether a name that names no file is still plainly a path, so may be
+    shown: a file name with an extension (``pass.txt``, ``~/vault.key``), or
+    one below a folder that exists (``/srv/a/b``; not ``x/y`` nor ``/x/y``
+    when ``x`` is not there).  A secret typed where a path belongs (a
+    passphrase, a token, a key's base64) seldom is either."""
+    if "." in os.path.basename(name).strip("."):
+        return True
+    folder = os.path.dirname(name)
+    while folder not in ("", os.sep) and not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    return folder not in ("", os.sep)
+
+
 def _reason(err: OSError) -> str:
     """The system's reason, as part of a sentence: "no such file or directory"."""
     reason = err.strerror or str(err)
     return reason[:1].lower() + reason[1:]
 
 
-def read_key_file(path: str | os.PathLike[str]) -> UserKey:
-    """Load a user key from a file, refusing one that others could read."""
-    key = UserKey.from_string(read_secret_file(path, f"key file {os.fspath(path)}"), source="key file")
+def read_key_file(path: str | os.PathLike[str], env: str = ENV_KEY) -> UserKey:
+    """Load a user key from a file, refusing one that others could read.
+    ``env``: where the key's text may go instead, named when the key's text
+    is given as the path."""
+    key = UserKey.from_string(read_secret_file(path, "key file", "key", env), source="key file")
     return replace(key, source=f"key file {os.fspath(path)}")  # a wrong key names the file
 
 
-def read_passphrase_file(path: str | os.PathLike[str]) -> str:
+def read_passphrase_file(path: str | os.PathLike[str], env: str = "") -> str:
     """A passphrase from the first line of a file (mode 0600, as a key file),
-    without a leading BOM; spaces around it are kept, as part of it."""
-    lines = read_secret_file(path, f"passphrase file {os.fspath(path)}").splitlines()
+    without a leading BOM; spaces around it are kept, as part of it.  ``env``:
+    where the passphrase may go instead, named when the path may be it."""
+    lines = read_secret_file(path, "passphrase file", "passphrase", env).splitlines()
     if not lines or not lines[0]:
         raise BadKeyError(f"Error: the passphrase file {os.fspath(path)} is empty: its first line is the passphrase.")
     return lines[0]

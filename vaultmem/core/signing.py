@@ -285,7 +285,7 @@ class SigningKey:
                 f"file's path, or the text in {ENV_SIGNING_KEY}. (The key is not shown here.)"
             )
         _refuse_public_file(path)
-        return cls.from_text(read_secret_file(path, f"signing key {os.fspath(path)}"), passphrase)
+        return cls.from_text(read_secret_file(path, "signing key", "signing key", ENV_SIGNING_KEY), passphrase)
 
     def to_text(self, passphrase: str | None = None) -> str:
         encryption: serialization.KeySerializationEncryption = (

@@ -86,7 +86,7 @@ def token_problem(token: str) -> str | None:
 def load_or_make_token(path: Path) -> str:
     """The bearer token in ``path``; a new random one (mode 0600) if there is none."""
     if path.exists():
-        token = read_secret_file(path, f"token file {path}").strip()
+        token = read_secret_file(path, "token file", "token", ENV_TOKEN).strip()
         problem = token_problem(token)
         if problem is not None:
             raise BadKeyError(f"Error: the token in {path} {problem}; remove it to get a new one.")

@@ -15,6 +15,7 @@ from vaultmem.core.versions import RESTORED_FROM, Version
 from vaultmem.errors import ConflictError, ErasedError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
+from vaultmem.repo.engine import file_named_as_folder
 from vaultmem.repo.history import read_commit
 from vaultmem.repo.store import Change, Store
 
@@ -70,6 +71,10 @@ def _restore(
                 "too. Nothing was changed. Look at the history, then undo again.",
                 step="versions",
             )
+        if target.dir_hint:  # `/memories/a.txt/` names a folder, never the file a.txt (as read() says)
+            for held, at in ((source, origin), (snap, None)):
+                if held.kind(target) == "file":
+                    raise file_named_as_folder(path or "", target, at)
         _refuse_erased(store, source, snap, target, command)
         change = Change(command, (target,), trailers=[(RESTORED_FROM, origin)])
         entry = source.entry(target)  # the root too: /memories itself

@@ -1130,7 +1130,7 @@ class Engine:
         snap = self.snapshot(at)
         kind = snap.kind(target)
         if kind == "file" and target.dir_hint:
-            raise _file_named_as_folder(path, target, at)
+            raise file_named_as_folder(path, target, at)
         if kind != "file":
             where = f" at version {at}" if at is not None else ""
             raise NotFoundError(f"Error: no file {target}{where}.")
@@ -1157,7 +1157,7 @@ class Engine:
             raise NotFoundError(f"Error: no file or folder {target}{where}.")
         if kind == "file":
             if target.dir_hint:
-                raise _file_named_as_folder(path, target, at)
+                raise file_named_as_folder(path, target, at)
             return [Entry(target.text, "file", snap.size(target))]
         listed = snap.listing(target, depth=depth or 1_000_000, hidden=True)
         ordered = sorted(listed, key=lambda item: item.path.parts)  # a folder's contents right after it
@@ -1190,6 +1190,8 @@ class Engine:
         )
         self.refresh_keyring()  # names another process erased since are shown no more
         head = self._head()
+        if filters.path is not None and filters.path.dir_hint and self.snapshot().kind(filters.path) == "file":
+            raise file_named_as_folder(filters.path.text + "/", filters.path, None)
         out: list[Version] = []
         if head is None or limit == 0:
             return out
@@ -1488,9 +1490,10 @@ def _check_paths(change: Change) -> None:
             )
 
 
-def _file_named_as_folder(path: str, target: MemoryPath, at: object) -> NotFoundError:
+def file_named_as_folder(path: str, target: MemoryPath, at: object) -> NotFoundError:
     """A file asked for as ``path`` with a trailing ``/``, which names a
-    folder (SPEC.md), as the memory tool's ``view`` takes it."""
+    folder (SPEC.md), as the memory tool's ``view`` takes it: refused by
+    every read and every scope (history, diff, restore) alike."""
     where = f" at version {at}" if at is not None else ""
     return NotFoundError(f"Error: no folder {path}{where}: {target} is a file; give its path without the trailing '/'.")
 
