@@ -43,7 +43,7 @@ from urllib.parse import unquote, urlsplit
 import pygit2
 from pygit2.enums import ObjectType
 
-from vaultmem.core.crypto import Keyring, UserKey
+from vaultmem.core.crypto import Keyring, UserKey, looks_like_a_path
 from vaultmem.core.versions import split_seal
 from vaultmem.errors import ConflictError, IntegrityError, VaultError, WrongKeyError
 from vaultmem.git import durable, prune
@@ -263,6 +263,7 @@ class _Callbacks(pygit2.RemoteCallbacks):
             key_file = os.environ.get(ENV_SSH_KEY)
             if key_file and "keyfile" not in self.offered:
                 self.offered.add("keyfile")
+                _check_ssh_key_file(key_file)
                 public = key_file + ".pub" if os.path.exists(key_file + ".pub") else None
                 return pygit2.Keypair(user, public, key_file, os.environ.get(ENV_SSH_PASSPHRASE, ""))
         if allowed_types & kinds.USERNAME and "username" not in self.offered:
@@ -271,6 +272,26 @@ class _Callbacks(pygit2.RemoteCallbacks):
         raise pygit2.GitError(
             "the server wants credentials and none given here opens it (see docs/sync.md, Credentials)"
         )
+
+
+def _check_ssh_key_file(key_file: str) -> None:
+    """``VAULTMEM_SSH_KEY`` must name a readable file; libgit2 would only say
+    "Unable to open private key file".  A key's text put in the variable is
+    said to be one, and never shown."""
+    if "PRIVATE KEY" in key_file or "\n" in key_file:
+        raise pygit2.GitError(
+            f"{ENV_SSH_KEY} holds a key's text where the private key file's path belongs; put the key in a file "
+            "(mode 0600) and give its path (the key is not shown here)"
+        )
+    try:
+        with open(key_file, "rb"):
+            pass
+    except OSError as err:
+        shown = key_file if looks_like_a_path(key_file) else "the file it names"
+        reason = (err.strerror or str(err)).lower()
+        raise pygit2.GitError(
+            f"{ENV_SSH_KEY} names a private key file this user cannot read: {shown}: {reason}"
+        ) from None
 
 
 _GIT_PROGRESS = re.compile(r"^[A-Za-z][A-Za-z ]*: +\d+% \(")  # "Resolving deltas: 100% (3/3)": no reason
