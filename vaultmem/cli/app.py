@@ -837,16 +837,12 @@ def _key_args(
 
 def _piped_key() -> str:
     """The key on standard input's first line (``--key-file -``), never from a terminal."""
-    where = "the key on standard input"
     if _is_terminal(sys.stdin):
         raise UsageError("--key-file - reads the key from a pipe, and standard input is a terminal.")
-    try:
-        line = sys.stdin.readline().removeprefix("\ufeff")
-    except UnicodeDecodeError:  # standard input decoded strictly (not in UTF-8 mode)
-        raise _not_unicode(where) from None
-    if not line.strip():
+    line = _piped("the key on standard input", sys.stdin.readline).removeprefix("\ufeff").strip()
+    if not line:
         raise UsageError("--key-file - reads the key from standard input's first line, and it was empty.")
-    return _unicode(line.strip(), where)
+    return line
 
 
 def _refuse_before_asking(args: argparse.Namespace, folder: str, create: bool) -> None:
@@ -882,6 +878,15 @@ def _unicode(value: str, where: str) -> str:
     return value
 
 
+def _piped(where: str, read: Callable[[], str]) -> str:
+    """What ``read`` takes from standard input (its first line, or all of
+    it), refused unless it is Unicode text, naming ``where`` it came from."""
+    try:
+        return _unicode(read(), where)
+    except UnicodeDecodeError:  # standard input decoded strictly (not in UTF-8 mode)
+        raise _not_unicode(where) from None
+
+
 def _not_unicode(where: str) -> UsageError:
     return UsageError(f"{where} is not valid Unicode text (it holds bytes that are not UTF-8).")
 
@@ -895,14 +900,10 @@ def _ask_passphrase(vault: str, twice: bool) -> str:
     """A passphrase typed at a terminal (twice for a new one), or else the
     first line of standard input (a pipe: ``pass show x | vaultmem ...``)."""
     if not _is_terminal(sys.stdin):
-        piped = "the passphrase on standard input"
-        try:
-            line = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
-        except UnicodeDecodeError:  # standard input decoded strictly (not in UTF-8 mode)
-            raise _not_unicode(piped) from None
+        line = _piped("the passphrase on standard input", sys.stdin.readline).removesuffix("\n").removesuffix("\r")
         if not line:
             raise UsageError("no passphrase on standard input: its first line is read as the passphrase.")
-        return _unicode(line, piped)
+        return line
     try:
         first = _unicode(
             getpass.getpass(f"{'New passphrase' if twice else 'Passphrase'} for {vault}: "), "the passphrase typed"
@@ -1140,15 +1141,10 @@ def _tool_input(given: str) -> str:
     size limit, escaped as JSON, can be longer than one argument may be."""
     if given != "-":
         return given
-    where = "the tool input on standard input"
-    try:
-        text = sys.stdin.read()
-    except UnicodeDecodeError:  # standard input decoded strictly (not in UTF-8 mode)
-        raise _not_unicode(where) from None
-    text = text.removeprefix("\ufeff")  # as Windows Notepad saves a file
+    text = _piped("the tool input on standard input", sys.stdin.read).removeprefix("\ufeff")  # as Notepad saves
     if not text.strip():
         raise UsageError("call - reads the tool input from standard input, and it was empty.")
-    return _unicode(text, where)
+    return text
 
 
 def _call(vault: Vault, args: argparse.Namespace) -> int:
