@@ -29,8 +29,12 @@ def _no_vaultmem_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def keyed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A vault ``v`` in the current folder, its key in ``k.key`` (mode 0600); the key."""
+    """A vault ``v`` in the current folder, its key in ``k.key`` (mode 0600); the key.
+    Never one that starts with ``-`` (one key in 64): argparse would take it
+    for an option, and refuse it before vaultmem reads it."""
     key = generate_key()
+    while key.startswith("-"):
+        key = generate_key()
     Vault.init(tmp_path / "v", key=key).close()
     (tmp_path / "k.key").write_text(key + "\n", encoding="utf-8")
     (tmp_path / "k.key").chmod(0o600)
