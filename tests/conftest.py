@@ -17,6 +17,40 @@ from hypothesis import settings
 
 from vaultmem import Vault, VaultMemoryTool, generate_key
 
+# Tests' temporary folders go to a memory file system (/dev/shm) when the
+# machine has one with room: the suite makes thousands of small vaults, and
+# on a disk each one's syncs, and freeing its files, cost more than the test.
+# What a disk does is tested on disks of its own: the power-cut and full-disk
+# tests build ext4 file systems on loop devices.  Passed tests' folders are
+# removed as they pass (pyproject.toml: tmp_path_retention_policy), so a run
+# holds little memory at a time.  PYTEST_DEBUG_TEMPROOT, or --basetemp,
+# chooses the place instead.
+MEMORY_ROOT = Path("/dev/shm")
+MEMORY_ROOM = 4 << 30  # bytes of memory free, and of room on the file system, to use it
+
+
+def _memory_temp_root() -> Path | None:
+    """/dev/shm when it is a tmpfs this user can write, with room to spare."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
+            mounted = any(f[1:3] == [str(MEMORY_ROOT), "tmpfs"] for f in (line.split() for line in fh))
+        with open("/proc/meminfo", encoding="ascii", errors="replace") as fh:
+            free_kb = next((int(line.split()[1]) for line in fh if line.startswith("MemAvailable:")), 0)
+        room = os.statvfs(MEMORY_ROOT)
+    except (OSError, ValueError, IndexError):
+        return None
+    if not mounted or not os.access(MEMORY_ROOT, os.W_OK | os.X_OK):
+        return None
+    if free_kb * 1024 < MEMORY_ROOM or room.f_bavail * room.f_frsize < MEMORY_ROOM:
+        return None
+    return MEMORY_ROOT
+
+
+if "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+    _root = _memory_temp_root()
+    if _root is not None:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_root)
+
 # The README's test command runs every test at a smaller budget, so it stays
 # fast: a quarter of each property test's examples, shorter runs beside stock
 # git, fewer power-cut images.  `python -m pytest --full` (or
