@@ -20,8 +20,8 @@ from vaultmem import Vault, VaultMemoryTool, generate_key
 # Tests' temporary folders go to a memory file system (/dev/shm) when the
 # machine has one with room: the suite makes thousands of small vaults, and
 # on a disk each one's syncs, and freeing its files, cost more than the test.
-# What a disk does is tested on disks of its own: the power-cut and full-disk
-# tests build ext4 file systems on loop devices.  Passed tests' folders are
+# What a disk does is tested on file systems of their own: the power-cut
+# tests build ext4 on loop devices, the full-disk tests mount small ones.  Passed tests' folders are
 # removed as they pass (pyproject.toml: tmp_path_retention_policy), so a run
 # holds little memory at a time.  PYTEST_DEBUG_TEMPROOT, or --basetemp,
 # chooses the place instead.
