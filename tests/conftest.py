@@ -21,10 +21,10 @@ from vaultmem import Vault, VaultMemoryTool, generate_key
 # machine has one with room: the suite makes thousands of small vaults, and
 # on a disk each one's syncs, and freeing its files, cost more than the test.
 # What a disk does is tested on file systems of their own: the power-cut
-# tests build ext4 on loop devices, the full-disk tests mount small ones.  Passed tests' folders are
-# removed as they pass (pyproject.toml: tmp_path_retention_policy), so a run
-# holds little memory at a time.  PYTEST_DEBUG_TEMPROOT, or --basetemp,
-# chooses the place instead.
+# tests build ext4 on loop devices, the full-disk tests mount small ones.
+# Passed tests' folders are removed as they pass (pyproject.toml:
+# tmp_path_retention_policy), so a run holds little memory at a time.
+# PYTEST_DEBUG_TEMPROOT, or --basetemp, chooses the place instead.
 MEMORY_ROOT = Path("/dev/shm")
 MEMORY_ROOM = 4 << 30  # bytes of memory free, and of room on the file system, to use it
 
