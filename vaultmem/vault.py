@@ -14,7 +14,7 @@ from typing import NoReturn, SupportsIndex
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import parse_duration
-from vaultmem.core.values import compile_regex
+from vaultmem.core.values import check_flag, compile_regex
 from vaultmem.core.versions import Version
 from vaultmem.errors import VaultError
 from vaultmem.ops import erase as erasing
@@ -64,6 +64,8 @@ class Vault(Store):
         regular expression), oldest first: path, the version that wrote it,
         when, by whom, how many matches, and whether it is the file's content
         now.  Never the content itself.  See :mod:`vaultmem.ops.find`."""
+        check_flag("regex", regex)
+        check_flag("ignore_case", ignore_case)
         _check_regex(pattern, regex, ignore_case)
         return finding.find(self, pattern, regex=regex, ignore_case=ignore_case, path=path)
 
@@ -118,6 +120,11 @@ class Vault(Store):
         :meth:`find` returned; run it with ``dry_run=True`` first to see the
         list.  ``reason`` is required unless ``dry_run``."""
         targets: erasing.Collect | list[erasing.FileVersion]
+        check_flag("regex", regex)
+        check_flag("ignore_case", ignore_case)
+        check_flag("dry_run", dry_run)
+        if not isinstance(pattern, (str, Sequence)) or isinstance(pattern, (bytes, bytearray)):
+            raise VaultError("Error: forget_matching takes a text, or the list vault.find() returned.")
         if isinstance(pattern, str):  # listed again under the writer lock if main moved
             _check_regex(pattern, regex, ignore_case)
             targets = erasing.listing_matches(self, pattern, regex=regex, ignore_case=ignore_case, path=path)

@@ -169,7 +169,7 @@ def memory_request(
         raise VaultError("Error: tools= already holds a memory tool; a request may declare only one.")
     if isinstance(messages, Mapping):
         raise VaultError("Error: messages must be a list of message dicts, not one message: put it in [...].")
-    if isinstance(messages, (str, bytes)) or not messages:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable) or not messages:
         raise VaultError("Error: messages must be a non-empty list of message dicts.")
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):

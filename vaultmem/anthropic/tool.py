@@ -24,7 +24,7 @@ from anthropic.types.beta import (
 
 from vaultmem.core.policy import Policy
 from vaultmem.core.signing import SigningKey, resolve_signing_key
-from vaultmem.errors import CommandError
+from vaultmem.errors import CommandError, VaultError
 from vaultmem.ops.autosync import AutoSync
 from vaultmem.ops.memory import DEFAULT_VIEW_CAP, MemoryCommands, check_who, new_session
 from vaultmem.vault import NOT_SENT, Vault
@@ -55,6 +55,11 @@ class _VaultTool:
         signing_key: SigningKey | str | os.PathLike[str] | None = None,
         signing_passphrase: str | None = None,
     ) -> None:
+        if not isinstance(vault, Vault):  # a vault's path, say: said here, not as an AttributeError below
+            raise VaultError(
+                f"Error: the first argument must be an open vault, not {type(vault).__name__}: "
+                f"{type(self).__name__}(Vault.open(path, key=...), actor=...)."
+            )
         # Checked once, here: at a write, a name git cannot record would be a
         # tool error Claude can do nothing about, on every mutation.
         check_who(actor, session)

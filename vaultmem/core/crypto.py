@@ -174,11 +174,20 @@ def read_secret_file(path: str | os.PathLike[str], what: str, secret: str = "sec
     (the secret's text where the file's path belongs: a name with spaces, a
     bare word, a key): that one is never shown, and the error says where
     the secret may go instead (``env``)."""
-    name = os.fspath(path)
+    name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(name, str):
+        raise BadKeyError(
+            f"Error: the {what} must be given as its path (a str or a pathlib.Path), not {type(path).__name__}."
+        )
     try:
         st = os.stat(path)
-    except (OSError, ValueError) as err:  # ValueError: a NUL in the name
-        why = _reason(err) if isinstance(err, OSError) else "the name holds a NUL character"
+    except (OSError, ValueError) as err:  # ValueError: a NUL or a lone surrogate in the name
+        if isinstance(err, OSError):
+            why = _reason(err)
+        elif "\x00" in name:
+            why = "the name holds a NUL character"
+        else:
+            why = "the name holds a lone surrogate, which no file name can hold"
         if secret.endswith("key") and _is_key_text(name):
             raise BadKeyError(
                 f"Error: the {secret} was given as its text where the {what}'s path belongs; give the "

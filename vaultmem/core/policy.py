@@ -166,7 +166,8 @@ class Policy:
     def from_dict(cls, data: Mapping[str, Any]) -> Policy:
         if not isinstance(data, Mapping):
             raise VaultError("Error: a policy is a JSON object of fields.")
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(str(name) for name in data if name not in names)
         if unknown:
             raise VaultError(f"Error: unknown policy field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}.")
         return cls(**dict(data))
@@ -174,6 +175,8 @@ class Policy:
     def with_changes(self, changes: Mapping[str, Any]) -> Policy:
         """This policy with ``changes`` applied (``expire_after``,
         ``sync_every`` and ``content_retention`` also take ``"30d"``, ``"60s"``)."""
+        if not isinstance(changes, Mapping):
+            raise VaultError(f"Error: policy changes are a dict of fields, not {type(changes).__name__}.")
         merged = {**self.to_dict(), **dict(changes)}
         for name in DURATIONS:
             if isinstance(merged.get(name), (str, timedelta)):

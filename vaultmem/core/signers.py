@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from vaultmem.core.signing import PublicKey
+from vaultmem.core.values import check_flag, is_int
 from vaultmem.errors import BadKeyError, VaultError
 
 FORMAT = 1
@@ -212,7 +213,13 @@ class Signers:
         valid_before: int | None = None,
     ) -> Signers:
         check_principal(principal)
+        check_flag("operator", operator)
         for name, value in (("valid-after", valid_after), ("valid-before", valid_before)):
+            if value is not None and not is_int(value):
+                raise VaultError(
+                    f"Error: {name} must be a time in seconds since the epoch (an integer), not {value!r:.40}; "
+                    "nothing was changed."
+                )
             if value is not None and value > LAST_TIME:
                 raise VaultError(f"Error: {name} must be before the year 10000; nothing was changed.")
         # a key valid since before 1970 is valid since 1970: no commit is older, and ssh-keygen reads no earlier time

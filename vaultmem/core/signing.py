@@ -250,9 +250,11 @@ class SigningKey:
 
     @classmethod
     def from_text(cls, text: str, passphrase: str | None = None, *, source: str = "signing key") -> SigningKey:
+        if not isinstance(text, str):
+            raise BadKeyError(f"Error: the {source} must be given as its text (a str), not {type(text).__name__}.")
         if text.lstrip().startswith(_PUBLIC_STARTS):
             raise BadKeyError(_PUBLIC_GIVEN.format(source=source))
-        data = text.encode("utf-8")
+        data = text.encode("utf-8", "replace")  # a key is ASCII: a lone surrogate makes it no key, said below
         try:
             key = serialization.load_ssh_private_key(data, _passphrase_bytes(passphrase))
         except TypeError as err:  # encrypted without a passphrase, or a passphrase for a plain key
@@ -279,7 +281,12 @@ class SigningKey:
     @classmethod
     def load(cls, path: str | os.PathLike[str], passphrase: str | None = None) -> SigningKey:
         """A key file, refused when others can read it (as ``ssh`` does)."""
-        if "PRIVATE KEY-----" in os.fspath(path):  # the key's text, never echoed as a file name
+        name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+        if not isinstance(name, str):
+            raise BadKeyError(
+                f"Error: the signing key's path must be a str or a pathlib.Path, not {type(path).__name__}."
+            )
+        if "PRIVATE KEY-----" in name:  # the key's text, never echoed as a file name
             raise BadKeyError(
                 f"Error: the signing key was given as its text where the key file's path belongs; give the "
                 f"file's path, or the text in {ENV_SIGNING_KEY}. (The key is not shown here.)"
@@ -380,7 +387,7 @@ def _refuse_public_file(path: str | os.PathLike[str]) -> None:
             return  # read_secret_file says what it is
         with open(path, "rb") as fh:
             start = fh.read(64).lstrip()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate in the name, which read_secret_file names
         return
     if start.startswith(tuple(prefix.encode() for prefix in _PUBLIC_STARTS)):
         raise BadKeyError(_PUBLIC_GIVEN.format(source="signing key"))

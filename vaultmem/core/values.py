@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from typing import TypeGuard
+
+from vaultmem.errors import VaultError
 
 
 def is_int(value: object) -> TypeGuard[int]:
@@ -31,3 +35,44 @@ def compile_regex(pattern: str, flags: int = 0) -> re.Pattern[str]:
         return re.compile(pattern, flags)
     except RecursionError:
         raise re.error("its groups nest too deeply") from None
+
+
+def file_name(value: object, what: str) -> str:
+    """``value`` as the name of a file or folder on this machine, which the
+    caller gave as ``what`` (``path``, ``folder``): a str or an
+    ``os.PathLike`` giving one.  Anything else (None, bytes, a number), an
+    empty name, a NUL, or a lone surrogate no file name can hold is a VaultError naming
+    ``what``, not Python's TypeError or ValueError from deep inside."""
+    name = value.__fspath__() if isinstance(value, os.PathLike) else value
+    if not isinstance(name, str):
+        raise VaultError(
+            f"Error: {what} must be a file or folder name as text (a str or a pathlib.Path), not {type(name).__name__}."
+        )
+    if not name:  # pathlib reads "" as ".": an unset setting would name the current folder
+        raise VaultError(f"Error: {what} is empty; give a file or folder name ('.' for the current folder).")
+    if "\x00" in name:
+        raise VaultError(f"Error: {what} holds a NUL character, which no file or folder name can hold.")
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError:
+        raise VaultError(
+            f"Error: {what} holds a lone surrogate (such as \\ud800), which no file or folder name can hold."
+        ) from None
+    return name
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` when it is True or False; else a VaultError naming
+    ``name``: a flag is never guessed from a truthy value (``"no"``)."""
+    if not isinstance(value, bool):
+        raise VaultError(f"Error: {name} must be True or False, not {type(value).__name__}.")
+    return value
+
+
+def check_moment(name: str, value: object) -> float:
+    """``value`` as a time in seconds since the epoch: a finite number, not a bool."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise VaultError(
+            f"Error: {name} must be a time in seconds since the epoch (a finite number), not {value!r:.40}."
+        )
+    return value

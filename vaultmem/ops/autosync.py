@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 
+from vaultmem.core.policy import MAX_DURATION
 from vaultmem.errors import ConflictError, VaultError
 from vaultmem.repo.remotes import unpushed
 from vaultmem.repo.store import Store
@@ -54,8 +55,14 @@ class AutoSync:
     def __init__(self, vault: Store, remote: str, every: float | None = None, actor: str = "vaultmem") -> None:
         if not any(r.name == remote for r in vault.remotes):
             raise VaultError(f"Error: the vault has no remote named {remote!r}; add it before syncing with it.")
-        if every is not None and (isinstance(every, bool) or not isinstance(every, int | float) or every <= 0):
-            raise VaultError("Error: the sync interval must be a positive number of seconds.")
+        if every is not None and (
+            isinstance(every, bool)
+            or not isinstance(every, int | float)
+            or not 0 < every <= MAX_DURATION  # NaN and inf too: the sync thread could never wait for them
+        ):
+            raise VaultError(
+                "Error: the sync interval (sync_every) must be a positive number of seconds, at most 100 years."
+            )
         self.vault = vault
         self.remote = remote
         self.every = every

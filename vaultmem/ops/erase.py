@@ -38,7 +38,7 @@ import pygit2
 from vaultmem.core import paths
 from vaultmem.core.crypto import Erasure
 from vaultmem.core.paths import MemoryPath
-from vaultmem.core.values import is_unicode
+from vaultmem.core.values import check_flag, check_moment, is_unicode
 from vaultmem.core.versions import Filters, Version
 from vaultmem.errors import ConflictError, NotFoundError, VaultError
 from vaultmem.git import commits, objects
@@ -269,6 +269,9 @@ def apply_retention(
     """Forget every version older than the policy's ``content_retention``
     (or ``keep_for`` seconds), other than each file's current one, as one
     audited ``forget`` commit (``Vaultmem-Erasure: retention``)."""
+    check_flag("dry_run", dry_run)
+    if now is not None:
+        check_moment("now", now)
     if keep_for is None:
         keep_for = store.policy.content_retention
         if keep_for is None:
@@ -407,6 +410,7 @@ def erase(
     again if ``main`` moved since, and judged again (erased meanwhile,
     current or not): the commit records, and the result reports, exactly
     what is erased."""
+    check_flag("dry_run", dry_run)
     reason = check_reason(reason, dry_run)
     if not dry_run:  # before any listing: the commit would refuse them
         _check_label("actor", actor)

@@ -25,6 +25,7 @@ import pygit2
 
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import parse_duration
+from vaultmem.core.values import check_flag, check_moment
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.repo.store import Change, Store
 
@@ -122,8 +123,9 @@ def expire(
 ) -> ExpireResult:
     """Delete every file unused for ``unread_for`` (``"30d"``, seconds, a
     timedelta) as one commit; with ``dry_run``, only say which."""
+    check_flag("dry_run", dry_run)
     seconds = parse_duration(unread_for)
-    moment = vault.clock() if now is None else now
+    moment = vault.clock() if now is None else check_moment("now", now)
     stale = find_stale(vault, vault.snapshot(), seconds, moment)
     listed = tuple(StaleFile(p.text, datetime.fromtimestamp(max(last, 0), tz=timezone.utc)) for p, _, last in stale)
     if dry_run or not stale:

@@ -80,7 +80,13 @@ class Guard:
         (override if isinstance(override, Policy) else Policy()).with_changes(changes)  # refuse bad fields now
         self._fixed = override if isinstance(override, Policy) else None
         self._changes = changes
+        if not isinstance(detectors, Iterable) or isinstance(detectors, (str, bytes)):
+            raise VaultError(
+                f"Error: detectors must be a list of detectors (each with a kind and a find(text) method), "
+                f"not {type(detectors).__name__}."
+            )
         self._extra = tuple(detectors)
+        secrets.detectors(extra=self._extra)  # a bad one is refused now, not at Claude's first write
         self._compiled: dict[tuple[bool, tuple[tuple[str, str], ...]], tuple[Detector, ...]] = {}
         self._expiry_checked = -math.inf
         self._expiry_lock = threading.Lock()

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import DEFAULT_MAX_FILE_BYTES
+from vaultmem.core.values import check_flag, file_name
 from vaultmem.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -273,6 +274,8 @@ def import_folder(
     holding a secret is refused, or redacted under ``redact``) and its quotas.
     """
 
+    folder = file_name(folder, "folder")
+    check_flag("replace", replace)
     guard = Guard(vault, max_file_bytes=max_file_bytes)
     for attempt in range(POLICY_ATTEMPTS):
         try:
@@ -377,8 +380,8 @@ def export_folder(vault: Store, folder: str | os.PathLike[str], at: str | dateti
     are written to a private temporary folder beside it, flushed to disk, and
     renamed into place, so ``folder/memories`` is either complete or absent.
     """
+    given = Path(file_name(folder, "folder"))
     snap = vault.snapshot(at)
-    given = Path(folder)
     destination = given if given.name == MEMORIES else given / MEMORIES
     base = destination.parent
     vault_dir = vault.path.resolve()

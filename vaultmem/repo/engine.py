@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +44,7 @@ from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import HARD_MAX_FILE_BYTES, Policy
 from vaultmem.core.signers import PRINCIPAL, Signers
 from vaultmem.core.signing import SigningKey
-from vaultmem.core.values import is_int
+from vaultmem.core.values import check_flag, file_name, is_int
 from vaultmem.core.versions import (
     RESTORED_FROM,
     SEAL_HEADER,
@@ -332,13 +332,13 @@ class Engine:
         name encrypted with each version (docs/erasure.md, "Sealed names").
         ``storage_format=1`` makes a vault of the format before erasure
         existed (for tests of the migration and of old vaults)."""
-        if storage_format not in FORMATS:
+        if not is_int(storage_format) or storage_format not in FORMATS:
             raise VaultError(f"Error: storage format {storage_format!r} is not one this vaultmem writes (1 or 2).")
         if not isinstance(sealed_names, bool):
             raise VaultError("Error: sealed_names must be True or False.")
         if sealed_names and storage_format < 2:
             raise VaultError("Error: sealed names need storage format 2.")
-        folder = Path(path)
+        folder = Path(file_name(path, "path"))
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise VaultError("Error: " + taken_folder(folder))
         protector: dict[str, Any] = {"kind": "key"}
@@ -418,7 +418,7 @@ class Engine:
     ) -> Self:
         """Open an existing vault; a wrong key or a folder that is not a vault is
         one clear error here, before any other work."""
-        folder = Path(path)
+        folder = Path(file_name(path, "path"))
         if folder.exists() and not folder.is_dir():
             named = _gitdir_file(folder)  # `.git` as a file: "gitdir: PATH", which git follows
             if named is None:
@@ -1210,6 +1210,13 @@ class Engine:
         once the vault has signers (docs/signing.md); ``checkpoints`` are
         the texts of checkpoint files kept outside the vault, each checked
         against ``main`` with those on the vault's checkpoints branch."""
+        if isinstance(checkpoints, (str, bytes)) or not isinstance(checkpoints, Iterable):
+            raise VaultError(
+                f"Error: checkpoints must be a list of checkpoint files' texts, not {type(checkpoints).__name__}."
+            )
+        checkpoints = tuple(checkpoints)
+        if not all(isinstance(text, str) for text in checkpoints):
+            raise VaultError("Error: checkpoints must be a list of checkpoint files' texts (str), one per file.")
         ref = self.repo.references.get(KEYRING_REF)
         doc: dict[str, Any] | None = None
         if ref is not None:
@@ -1306,6 +1313,7 @@ class Engine:
         that fails its seal, which is how an operator with the key repairs it."""
         _check_label("actor", actor)
         _check_label("session", session, optional=True)
+        check_flag("reset", reset)
         if policy is not None and (changes or reset):
             raise VaultError("Error: give either a whole policy or fields to change, not both.")
         if policy is not None and not isinstance(policy, Policy):
@@ -1342,6 +1350,8 @@ class Engine:
 
     def policy_history(self, limit: int | None = None) -> list[policy_mod.PolicyVersion]:
         """Every change of the policy, newest first: who, when, which fields."""
+        if limit is not None and (not is_int(limit) or limit < 0):
+            raise VaultError("Error: limit must be a non-negative integer.")
         return policy_mod.history(self.repo, self.keyring, limit)
 
     # -- keys (vaultmem.keys does the work) --------------------------------------
@@ -1395,6 +1405,7 @@ class Engine:
         """Start a new data key: new writes use it, older keys stay to read the
         history.  With ``reencrypt``, one more commit ("rekey") re-encrypts every
         current file under the new key."""
+        check_flag("reencrypt", reencrypt)
         _check_label("actor", actor)
         with self._lock.hold():
             self._commits.recover()

@@ -19,6 +19,7 @@ from vaultmem.core.crypto import (
     UserKey,
 )
 from vaultmem.core.policy import Policy
+from vaultmem.core.values import file_name
 from vaultmem.errors import (
     BusyError,
     ConflictError,
@@ -109,6 +110,7 @@ class Syncing(Shredding):
         """Clone a shared vault from ``url`` (a path, ``file://``, ``git://``,
         ``ssh://`` or ``https://``) into ``path`` and open it with its key.
         A wrong key is one clear error, and nothing is left behind."""
+        path = file_name(path, "path")
 
         def opens(folder: Path) -> None:
             try:
