@@ -47,7 +47,7 @@ NOT_SENT = (
 
 
 class Vault(Store):
-    """An encrypted, versioned memory in a git repository (docs/api.md)."""
+    """An encrypted, versioned memory in a git repository (README.md, "The library")."""
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
         """Refuse pickling (multiprocessing's spawn, a process pool) with what
