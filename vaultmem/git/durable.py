@@ -20,6 +20,7 @@ import fcntl
 import os
 import signal
 import threading
+import time
 import weakref
 import zlib
 from collections.abc import Callable, Iterator
@@ -273,6 +274,36 @@ class WriterLock:
                     os.pwrite(fd, b"0", 0)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def wait_for_writer(gitdir: Path, limit: float) -> None:
+    """Wait until no writer holds the vault's writer lock (at most ``limit``
+    seconds), for a reader that must not see a write between its steps.
+    Takes the lock shared, on a descriptor opened for reading only, and lets
+    it go at once: nothing is written, and a vault without a lock file (one
+    never written, or read-only) is not waited for."""
+    try:
+        fd = os.open(gitdir / STATE_DIR / "lock", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        deadline = time.monotonic() + limit
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            except OSError:
+                return
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)

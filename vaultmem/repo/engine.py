@@ -105,6 +105,8 @@ from vaultmem.repo.verify import Finding, Progress, VerifyReport, verify
 
 MAIN = "refs/heads/main"
 ATTEMPTS = 3  # builds of one change when another program keeps moving main
+# Seconds verify waits for a writer whose erasure is under way before it checks again.
+WRITER_WAIT = 60.0
 Clock = Callable[[], float]
 
 _log = logging.getLogger("vaultmem")
@@ -1013,6 +1015,14 @@ class Engine:
         """After a pull moved the signers branch (git's allowed-signers file:
         :mod:`vaultmem.repo.signing`)."""
 
+    def _adopt_keyring(self) -> None:
+        """Before a key change (under the writer lock): the keyring as
+        another opener left it (a rotation, an erasure), if it is a later
+        state of this one, so that the change builds on it rather than
+        being refused; any other keyring is left for check_unchanged."""
+        self._keyring_stamp = None
+        self.refresh_keyring()
+
     def _settle_keyring(self) -> None:
         """Before a key change (under the writer lock): finish any erasure
         first, so the change never builds on a keyring that still holds keys
@@ -1209,6 +1219,7 @@ class Engine:
         is on disk now; see :mod:`vaultmem.verify`.  Signatures are checked
         once the vault has signers (docs/signing.md); ``checkpoints`` are
         the texts of checkpoint files kept outside the vault, each checked
+<<<<<<< HEAD
         against ``main`` with those on the vault's checkpoints branch."""
         if isinstance(checkpoints, (str, bytes)) or not isinstance(checkpoints, Iterable):
             raise VaultError(
@@ -1217,6 +1228,23 @@ class Engine:
         checkpoints = tuple(checkpoints)
         if not all(isinstance(text, str) for text in checkpoints):
             raise VaultError("Error: checkpoints must be a list of checkpoint files' texts (str), one per file.")
+=======
+        against ``main`` with those on the vault's checkpoints branch.
+
+        An erasure under way in another process or thread looks, between its
+        steps, like one cut short: when the check finds an erasure unfinished,
+        it waits for the writer that holds the vault (up to ``WRITER_WAIT``
+        seconds) and checks again, so only an erasure that really stopped is
+        reported."""
+        report = self._verify_once(progress, checkpoints)
+        if any(finding.kind == "erasure" for finding in report.findings):
+            durable.wait_for_writer(self.path, WRITER_WAIT)
+            self.refresh_keyring()  # the keyring as that writer left it
+            report = self._verify_once(progress, checkpoints)
+        return report
+
+    def _verify_once(self, progress: Progress | None, checkpoints: Sequence[str]) -> VerifyReport:
+>>>>>>> 99c660f (keys and verify beside other openers: key changes take up a later keyring, verify waits for a running erasure)
         ref = self.repo.references.get(KEYRING_REF)
         doc: dict[str, Any] | None = None
         if ref is not None:
@@ -1381,6 +1409,7 @@ class Engine:
             new_key = self._user_key(key, key_file, None, None)
         with self._lock.hold():
             self._commits.recover()
+            self._adopt_keyring()
             self._settle_keyring()
             keys.check_unchanged(self.repo, self.keyring)
             if protector["kind"] == self.keyring.protector.get("kind") and hmac.compare_digest(
@@ -1409,6 +1438,7 @@ class Engine:
         _check_label("actor", actor)
         with self._lock.hold():
             self._commits.recover()
+            self._adopt_keyring()
             self._settle_keyring()
             keys.check_unchanged(self.repo, self.keyring)
             now = int(self.clock())
