@@ -1219,16 +1219,6 @@ class Engine:
         is on disk now; see :mod:`vaultmem.verify`.  Signatures are checked
         once the vault has signers (docs/signing.md); ``checkpoints`` are
         the texts of checkpoint files kept outside the vault, each checked
-<<<<<<< HEAD
-        against ``main`` with those on the vault's checkpoints branch."""
-        if isinstance(checkpoints, (str, bytes)) or not isinstance(checkpoints, Iterable):
-            raise VaultError(
-                f"Error: checkpoints must be a list of checkpoint files' texts, not {type(checkpoints).__name__}."
-            )
-        checkpoints = tuple(checkpoints)
-        if not all(isinstance(text, str) for text in checkpoints):
-            raise VaultError("Error: checkpoints must be a list of checkpoint files' texts (str), one per file.")
-=======
         against ``main`` with those on the vault's checkpoints branch.
 
         An erasure under way in another process or thread looks, between its
@@ -1236,6 +1226,13 @@ class Engine:
         it waits for the writer that holds the vault (up to ``WRITER_WAIT``
         seconds) and checks again, so only an erasure that really stopped is
         reported."""
+        if isinstance(checkpoints, (str, bytes)) or not isinstance(checkpoints, Iterable):
+            raise VaultError(
+                f"Error: checkpoints must be a list of checkpoint files' texts, not {type(checkpoints).__name__}."
+            )
+        checkpoints = tuple(checkpoints)
+        if not all(isinstance(text, str) for text in checkpoints):
+            raise VaultError("Error: checkpoints must be a list of checkpoint files' texts (str), one per file.")
         report = self._verify_once(progress, checkpoints)
         if any(finding.kind == "erasure" for finding in report.findings):
             durable.wait_for_writer(self.path, WRITER_WAIT)
@@ -1244,7 +1241,6 @@ class Engine:
         return report
 
     def _verify_once(self, progress: Progress | None, checkpoints: Sequence[str]) -> VerifyReport:
->>>>>>> 99c660f (keys and verify beside other openers: key changes take up a later keyring, verify waits for a running erasure)
         ref = self.repo.references.get(KEYRING_REF)
         doc: dict[str, Any] | None = None
         if ref is not None:
