@@ -53,7 +53,11 @@ def every_file_bytes(folder: Path) -> list[tuple[str, bytes]]:
     for root, _dirs, files in os.walk(folder):
         for name in files:
             path = Path(root) / name
-            out.append((str(path.relative_to(folder)), path.read_bytes()))
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:  # an open vault's upkeep emptied its trash meanwhile: gone, holding nothing
+                continue
+            out.append((str(path.relative_to(folder)), data))
     return out
 
 
