@@ -351,7 +351,10 @@ class CommitPath:
             try:
                 _step("ref-locked")
                 if check and self._current(ref) != expected:
-                    raise RefMoved(f"Error: {ref} moved while the change was being made; try again.")
+                    raise RefMoved(
+                        f"Error: {ref} moved while the change was being made (another program moved it). "
+                        "Nothing was changed. Try again."
+                    )
                 kept = self._link_into_trash(ref_path, old)
                 os.rename(lock_path, ref_path)
             except BaseException:
