@@ -41,7 +41,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,17 +163,89 @@ def read_packed(gitdir: Path, ref: str) -> bytes | None:
     """The id ``packed-refs`` gives ``ref``, None if it names no such ref;
     raises Damaged when the ref's line holds anything but an id (read as
     "no such ref", the next write would start a new history)."""
-    try:
-        text = (gitdir / "packed-refs").read_bytes()
-    except FileNotFoundError:
+    path = os.path.join(gitdir, "packed-refs")
+    packed = _packed(path)
+    if packed is None:
         return None
+    found = packed.answers.get(ref, _UNREAD)
+    if found is _UNREAD:
+        found = packed.answers[ref] = _packed_line(packed.text, ref)
+    if found is _DAMAGED_LINE:
+        raise Damaged(path)
+    return found if isinstance(found, bytes) else None
+
+
+_UNREAD = object()
+_DAMAGED_LINE = object()
+
+
+def _packed_line(text: bytes, ref: str) -> object:
+    """What ``packed-refs``' ``text`` gives ``ref``: its id, None, or _DAMAGED_LINE."""
     want = b" " + ref.encode("ascii")
     for line in text.split(b"\n"):
         if line.endswith(want):
             if len(line) == 40 + len(want) and _HEX.issuperset(line[:40]):
                 return bytes.fromhex(line[:40].decode("ascii"))
-            raise Damaged(str(gitdir / "packed-refs"))
+            return _DAMAGED_LINE
     return None
+
+
+@dataclass
+class _PackedRefs:
+    """``packed-refs`` as read once: which file it was, its text, and the
+    answers given from it (ref -> id, None, or _DAMAGED_LINE)."""
+
+    stamp: tuple[int, int, int, int, int]
+    text: bytes
+    answers: dict[str, object]
+
+
+# packed-refs as last read, by its path.  Git never writes packed-refs in
+# place: it writes packed-refs.lock and renames it over, a new inode, so a
+# stat of the path tells the file read before from a new one (device, inode,
+# size, modification and change times).  Two writes in one tick of the file
+# system's clock can share their times, and a new file can get the inode
+# number of one freed a moment before; so a file is remembered only when its
+# times are PACKED_SETTLED older than the moment it was read, as git treats
+# a "racily clean" index entry: any write after that moment dates its file
+# later, and the stat differs.
+PACKED_SETTLED = 2_000_000_000  # nanoseconds (more than any file system's clock tick)
+_PACKED_KEPT = 16  # files remembered (the vaults a process opened)
+_PACKED: dict[str, _PackedRefs] = {}
+
+
+def _packed(path: str) -> _PackedRefs | None:
+    """``packed-refs`` at ``path`` (None if there is none): the one read
+    before while a stat says it is the same file, else read again."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    known = _PACKED.get(path)
+    if known is not None and known.stamp == _stamp(st):
+        return known
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        chunks = []
+        while chunk := os.read(fd, max(st.st_size, 4096)):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    packed = _PackedRefs(_stamp(st), b"".join(chunks), {})
+    settled = time.time_ns() - PACKED_SETTLED
+    if stat.S_ISREG(st.st_mode) and len(packed.text) == st.st_size and max(st.st_mtime_ns, st.st_ctime_ns) < settled:
+        if len(_PACKED) >= _PACKED_KEPT:
+            _PACKED.clear()
+        _PACKED[path] = packed
+    return packed
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def read_ref(gitdir: Path, ref: str) -> bytes | None:
@@ -200,6 +272,7 @@ class CommitPath:
         self.state = gitdir / durable.STATE_DIR
         self.trash = self.state / TRASH
         self.trashed = False  # whether this instance put anything in the trash (only a write does)
+        self._retiring: tuple[int, list[Path]] | None = None  # see retiring()
         self._epoch: bytes | None = None
         self._checked_epoch = False
         self.fresh = FreshFiles(self.state)
@@ -637,13 +710,60 @@ class CommitPath:
         frees nothing, so it costs no discard or inode bookkeeping in the
         call; the upkeep removes the trash.  A pack a multi-pack-index of
         git's lists is never retired, and one an index starts to list while
-        it is being retired goes back (:mod:`vaultmem.git.midx`)."""
+        it is being retired goes back (:mod:`vaultmem.git.midx`).
+
+        Inside :meth:`retiring`, the pack is retired when that block ends,
+        with the others retired in it."""
+        batch = self._retiring
+        if batch is not None and batch[0] == threading.get_ident():
+            batch[1].append(pack)
+            return
         if midx.lists(self.pack_dir, pack):
             return
+        self._into_trash(os.fspath(pack))
+        if midx.lists(self.pack_dir, pack):
+            self._put_back(pack.stem)
+
+    @contextlib.contextmanager
+    def retiring(self) -> Iterator[None]:
+        """Retire the packs :meth:`retire` is given in this block (in this
+        thread) together when it ends.  Each is still checked against git's
+        multi-pack-indexes before its files move and again after they moved,
+        by one look before the first pack moves and one after the last (a
+        look made later than a pack's own move only sees more of what git
+        wrote since): eight packs cost four stats rather than thirty-two."""
+        packs: list[Path] = []
+        self._retiring = (threading.get_ident(), packs)
+        try:
+            yield
+        finally:
+            self._retiring = None
+            if packs:
+                self._retire_together(packs)
+
+    def _retire_together(self, packs: Sequence[Path]) -> None:
+        listed = midx.listed(self.pack_dir)
+        going = [pack for pack in packs if not midx.may_list(listed, pack)]
+        moved: list[Path] = []
+        try:
+            for pack in going:
+                moved.append(pack)
+                self._into_trash(os.fspath(pack))
+        finally:
+            if moved:
+                listed = midx.listed(self.pack_dir)
+                for pack in moved:
+                    if midx.may_list(listed, pack):
+                        self._put_back(pack.stem)
+
+    def _into_trash(self, pack: str) -> None:
+        """Rename a pack's files (``pack-<hash>.pack`` and its index) into the
+        trash, the index first."""
         self.trashed = True
+        stem = pack.removesuffix(".pack")
         for suffix in (".idx", ".pack"):
-            path = pack.with_suffix(suffix)
-            target = os.path.join(self.trash, path.name)
+            path = stem + suffix
+            target = os.path.join(self.trash, os.path.basename(path))
             try:
                 os.rename(path, target)
             except FileNotFoundError:
@@ -651,8 +771,6 @@ class CommitPath:
                     os.makedirs(self.trash, exist_ok=True)
                     with contextlib.suppress(FileNotFoundError):
                         os.rename(path, target)
-        if midx.lists(self.pack_dir, pack):
-            self._put_back(pack.stem)
 
     def empty_trash(self, wait: bool = True) -> None:
         """Remove retired packs' files and old ref files (the upkeep, without the writer lock:

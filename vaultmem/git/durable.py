@@ -369,7 +369,12 @@ def remove_legacy_pending(gitdir: Path) -> None:
         (gitdir / STATE_DIR / "pending").unlink()
 
 
-_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_HELD_SIGNALS = (int(signal.SIGINT), int(signal.SIGTERM))
+# The C functions behind signal.getsignal and signal.signal: those turn each
+# handler they return into an enum member when they can, and a Python
+# function fails that conversion with an exception every time (microseconds
+# a call, and a write holds signals once).
+_raw_signal = getattr(signal, "_signal", signal)
 _held_depth = 0  # nested holds in the main thread (only it runs signal handlers)
 _held_handlers: dict[int, Callable[[int, FrameType | None], object]] = {}  # what the outermost hold replaced
 _caught: list[tuple[int, FrameType | None]] = []
@@ -406,10 +411,10 @@ class HeldSignals:
         if _held_depth > 1:
             return
         for signum in _HELD_SIGNALS:
-            handler = signal.getsignal(signum)
+            handler = _raw_signal.getsignal(signum)
             if callable(handler):
                 _held_handlers[signum] = handler
-                signal.signal(signum, _catch)
+                _raw_signal.signal(signum, _catch)
 
     def __exit__(self, *exc: object) -> None:
         global _held_depth
@@ -422,7 +427,7 @@ class HeldSignals:
         handlers = dict(_held_handlers)
         _held_handlers.clear()
         for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+            _raw_signal.signal(signum, handler)
         _run_caught(handlers)
 
 

@@ -153,7 +153,7 @@ _Stat = tuple[int, int, int, int] | None
 _LAST: dict[Path, tuple[_Stat, frozenset[str] | None]] = {}  # per folder: the single index read last, and its answer
 
 
-def _stat(path: Path) -> _Stat:
+def _stat(path: str) -> _Stat:
     """Which file ``path`` is now (None: there is none); git replaces an
     index by renaming a new file over it, so the same file reads the same."""
     try:
@@ -169,7 +169,7 @@ def listed(pack_dir: Path) -> frozenset[str] | None:
     none, None when one exists that cannot be read: every pack may be listed.
     Two ``stat`` calls when there is none, or only the single index read last."""
     try:
-        single, chain = _stat(pack_dir / MIDX), _stat(pack_dir / CHAIN_DIR / CHAIN)
+        single, chain = _stat(os.path.join(pack_dir, MIDX)), _stat(os.path.join(pack_dir, CHAIN_DIR, CHAIN))
     except OSError:
         return None
     if single is None and chain is None:
@@ -180,7 +180,7 @@ def listed(pack_dir: Path) -> frozenset[str] | None:
     names = _read(pack_dir)
     if chain is None:
         with contextlib.suppress(OSError):
-            if _stat(pack_dir / MIDX) == single:  # not replaced while it was read
+            if _stat(os.path.join(pack_dir, MIDX)) == single:  # not replaced while it was read
                 _LAST[pack_dir] = (single, names)
     return names
 
@@ -226,8 +226,13 @@ def _chain(chain_dir: Path) -> set[str] | None:
 def lists(pack_dir: Path, pack: Path | str) -> bool:
     """Whether a multi-pack-index of ``pack_dir`` may list ``pack`` (a
     ``pack-<hash>`` file or stem): True when one cannot be read."""
-    names = listed(pack_dir)
-    return names is None or _stem(Path(pack).name) in names
+    return may_list(listed(pack_dir), pack)
+
+
+def may_list(names: frozenset[str] | None, pack: Path | str) -> bool:
+    """Whether ``names`` (from :func:`listed`) may list ``pack`` (a
+    ``pack-<hash>`` file or stem): True when an index could not be read."""
+    return names is None or _stem(os.path.basename(pack)) in names
 
 
 def in_use(pack_dir: Path) -> bool:

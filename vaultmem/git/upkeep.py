@@ -206,8 +206,11 @@ class Upkeep:
         the merged pack as well)."""
         with self._wake:
             redundant, self._redundant = self._redundant[:RETIRE_EACH], self._redundant[RETIRE_EACH:]
-        for info in redundant:
-            self.commits.retire(info.pack)
+        if not redundant:
+            return
+        with self.commits.retiring():  # checked against git's multi-pack-index together
+            for info in redundant:
+                self.commits.retire(info.pack)
 
 
 def _stem_of(gitdir: Path, pack: objects.Pack) -> Path:

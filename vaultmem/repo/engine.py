@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hmac
 import logging
 import os
@@ -930,6 +931,8 @@ class Engine:
             if self._gone():  # not a full disk: the files it wrote to are gone with their folder
                 raise VaultError(GONE) from err
             raise
+        finally:
+            self._local.refs = None  # the refs read in the last attempt: the next call reads them again
 
     def _mutate(
         self,
@@ -947,6 +950,10 @@ class Engine:
                     self._finish_erasure()
             self._upkeep.remove_redundant()
             for attempt in range(ATTEMPTS):
+                # Side branches' refs (the policy's) read at most once an
+                # attempt, in this thread only (see policy); read again in
+                # the next attempt, after another program moved main.
+                self._local.refs = {}
                 snap = self.snapshot()
                 change = build(snap)
                 _check_paths(change)
@@ -1304,8 +1311,20 @@ class Engine:
     @property
     def policy(self) -> Policy:
         """The vault's stored policy (the defaults until an operator sets one).
-        Raises IntegrityError if the stored policy fails its seal."""
-        raw = read_ref_or_damaged(self.path, policy_mod.POLICY_REF)
+        Raises IntegrityError if the stored policy fails its seal.
+
+        Its ref is read every time, but once in an attempt of a write
+        (:meth:`_mutate`): under the writer lock no other vaultmem writer
+        moves the policy, and a move by stock git during the attempt counts
+        as made just after it.  That read comes after the lock is taken, so
+        a change made while a command waited for the lock is seen."""
+        memo: dict[str, bytes | None] | None = getattr(self._local, "refs", None)
+        if memo is not None and policy_mod.POLICY_REF in memo:
+            raw = memo[policy_mod.POLICY_REF]
+        else:
+            raw = read_ref_or_damaged(self.path, policy_mod.POLICY_REF)
+            if memo is not None:
+                memo[policy_mod.POLICY_REF] = raw
         overlay = self._policy_overlay
         if overlay is not None and overlay[0] != raw:
             overlay = self._policy_overlay = None  # a writer has repaired the branch: the disk is right again
@@ -1520,11 +1539,29 @@ def _check_paths(change: Change) -> None:
             and all(isinstance(part, str) for part in path.parts)
         ):
             raise InvalidPathError("Error: Invalid path: a change names its paths as MemoryPath objects of text.")
-        if paths.parse(path.text, limit, existing=True).parts != path.parts:
+        if not _canonical(path.parts, limit):
             raise InvalidPathError(
                 "Error: Invalid path: a name of the change holds '/', is empty or is not in NFC; build its "
                 "paths with vaultmem.core.paths.parse()."
             )
+
+
+def _canonical(parts: tuple[str, ...], limit: int) -> bool:
+    """Whether ``parts`` are what :func:`paths.parse` makes of their text
+    under ``limit``.  ``parse`` is a pure function, so the answer for parts
+    of plain ``str`` is remembered (a change names the paths the tool has
+    just parsed, and the same ones again and again)."""
+    if all(type(part) is str for part in parts):
+        return _canonical_str(parts, limit)
+    return _parses_to(parts, limit)  # a str subclass may compare or hash as it likes: never remembered
+
+
+def _parses_to(parts: tuple[str, ...], limit: int) -> bool:
+    path = MemoryPath(parts)
+    return paths.parse(path.text, limit, existing=True).parts == parts
+
+
+_canonical_str = functools.lru_cache(maxsize=1024)(_parses_to)
 
 
 def file_named_as_folder(path: str, target: MemoryPath, at: object) -> NotFoundError:
