@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,12 @@ from vaultmem import (
 )
 
 BAD_NAMES: list[Any] = [None, b"/tmp/x", 3, 1.5, ["x"], "", "a\x00b", "x\ud800"]
+
+
+def shown(value: object) -> str:
+    """A test id that is the same in every process (pytest-xdist compares
+    them): ``repr`` without an object's address."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
 
 
 def _refs(vault_path: Path) -> str:
@@ -59,7 +66,7 @@ def _refused_changing_nothing(vault: Vault, vault_path: Path, act: Callable[[], 
 # -- folders and files named by the caller -----------------------------------------
 
 
-@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+@pytest.mark.parametrize("name", BAD_NAMES, ids=shown)
 def test_a_folder_name_that_is_no_file_name_is_a_vault_error(
     seeded: Vault, vault_path: Path, tmp_path: Path, key: str, name: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,7 +81,7 @@ def test_a_folder_name_that_is_no_file_name_is_a_vault_error(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.vault"]
 
 
-@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+@pytest.mark.parametrize("name", BAD_NAMES, ids=shown)
 def test_a_key_file_name_that_is_no_file_name_is_a_bad_key_error(
     seeded: Vault, vault_path: Path, tmp_path: Path, name: Any
 ) -> None:
@@ -91,13 +98,13 @@ def test_a_key_file_name_that_is_no_file_name_is_a_bad_key_error(
     assert seeded.verify().ok
 
 
-@pytest.mark.parametrize("name", ["a\x00b", "x\ud800"], ids=repr)
+@pytest.mark.parametrize("name", ["a\x00b", "x\ud800"], ids=shown)
 def test_a_signing_key_name_that_is_no_file_name_is_a_bad_key_error(seeded: Vault, name: str) -> None:
     with pytest.raises(BadKeyError, match="signing key"):
         VaultMemoryTool(seeded, actor="app", signing_key=name)
 
 
-@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+@pytest.mark.parametrize("name", BAD_NAMES, ids=shown)
 def test_a_clone_folder_name_that_is_no_file_name_is_a_vault_error(
     seeded: Vault, vault_path: Path, tmp_path: Path, key: str, name: Any
 ) -> None:
@@ -105,7 +112,7 @@ def test_a_clone_folder_name_that_is_no_file_name_is_a_vault_error(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.vault"]
 
 
-@pytest.mark.parametrize("text", [None, b"-----BEGIN OPENSSH PRIVATE KEY-----", 3, "\ud800 not a key"], ids=repr)
+@pytest.mark.parametrize("text", [None, b"-----BEGIN OPENSSH PRIVATE KEY-----", 3, "\ud800 not a key"], ids=shown)
 def test_a_signing_key_text_that_is_no_text_is_a_bad_key_error(text: Any) -> None:
     with pytest.raises(BadKeyError, match="signing key"):
         SigningKey.from_text(text)
@@ -116,7 +123,7 @@ def test_a_signing_key_text_that_is_no_text_is_a_bad_key_error(text: Any) -> Non
 # -- numbers -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("now", ["1790000000", b"1", True, math.nan, math.inf, -math.inf, [1]], ids=repr)
+@pytest.mark.parametrize("now", ["1790000000", b"1", True, math.nan, math.inf, -math.inf, [1]], ids=shown)
 def test_now_must_be_a_finite_number(seeded: Vault, vault_path: Path, now: Any) -> None:
     _refused_changing_nothing(seeded, vault_path, lambda: seeded.expire(1, now=now), "now")
     _refused_changing_nothing(seeded, vault_path, lambda: seeded.apply_retention(1, now=now), "now")
@@ -127,7 +134,7 @@ def test_retention_at_an_infinite_now_does_not_forget_the_history(seeded: Vault,
     assert seeded.find("two")  # the first version is still readable
 
 
-@pytest.mark.parametrize("limit", ["2", b"2", True, 1.5, math.nan, -1, [2]], ids=repr)
+@pytest.mark.parametrize("limit", ["2", b"2", True, 1.5, math.nan, -1, [2]], ids=shown)
 def test_policy_history_limit_must_be_a_non_negative_integer(seeded: Vault, limit: Any) -> None:
     seeded.set_policy(actor="op", max_files=50)
     with pytest.raises(VaultError, match="limit"):
@@ -136,7 +143,7 @@ def test_policy_history_limit_must_be_a_non_negative_integer(seeded: Vault, limi
     assert len(seeded.policy_history(1)) == 1
 
 
-@pytest.mark.parametrize("storage_format", [True, 2.0, "2"], ids=repr)
+@pytest.mark.parametrize("storage_format", [True, 2.0, "2"], ids=shown)
 def test_storage_format_must_be_an_integer(tmp_path: Path, key: str, storage_format: Any) -> None:
     with pytest.raises(VaultError, match="storage format"):
         Vault.init(tmp_path / "v", key=key, storage_format=storage_format)
@@ -146,7 +153,7 @@ def test_storage_format_must_be_an_integer(tmp_path: Path, key: str, storage_for
 # -- collections ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("checkpoints", [None, 3, "vaultmem checkpoint text", b"text", object()], ids=repr)
+@pytest.mark.parametrize("checkpoints", [None, 3, "vaultmem checkpoint text", b"text", object()], ids=shown)
 def test_verify_checkpoints_must_be_a_list_of_texts(seeded: Vault, checkpoints: Any) -> None:
     with pytest.raises(VaultError, match="checkpoints"):
         seeded.verify(checkpoints=checkpoints)
@@ -157,14 +164,14 @@ def test_verify_checkpoints_items_must_be_texts(seeded: Vault) -> None:
         seeded.verify(checkpoints=[b"text"])  # type: ignore[list-item]
 
 
-@pytest.mark.parametrize("pattern", [None, 3, 1.5, True, b"one", object()], ids=repr)
+@pytest.mark.parametrize("pattern", [None, 3, 1.5, True, b"one", object()], ids=shown)
 def test_forget_matching_pattern_of_the_wrong_type(seeded: Vault, vault_path: Path, pattern: Any) -> None:
     _refused_changing_nothing(
         seeded, vault_path, lambda: seeded.forget_matching(pattern, reason="r", dry_run=True), "forget_matching"
     )
 
 
-@pytest.mark.parametrize("detectors", [None, 3, True, "abc", ["x"], [object()]], ids=repr)
+@pytest.mark.parametrize("detectors", [None, 3, True, "abc", ["x"], [object()]], ids=shown)
 def test_tool_detectors_are_checked_when_the_tool_is_made(seeded: Vault, vault_path: Path, detectors: Any) -> None:
     _refused_changing_nothing(
         seeded, vault_path, lambda: VaultMemoryTool(seeded, actor="app", detectors=detectors), "detector"
@@ -174,7 +181,7 @@ def test_tool_detectors_are_checked_when_the_tool_is_made(seeded: Vault, vault_p
 # -- flags ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("flag", [None, 0, 1, "no", b"", 1.5], ids=repr)
+@pytest.mark.parametrize("flag", [None, 0, 1, "no", b"", 1.5], ids=shown)
 def test_flags_must_be_true_or_false(seeded: Vault, vault_path: Path, tmp_path: Path, flag: Any) -> None:
     first = seeded.history()[-1].id
     source = tmp_path / "folder" / "memories"
@@ -213,7 +220,7 @@ def test_good_values_still_work(seeded: Vault, vault_path: Path, tmp_path: Path,
     assert seeded.policy_history(None) == []
 
 
-@pytest.mark.parametrize("when", [True, 1.5, math.nan, "1790000000", [1]], ids=repr)
+@pytest.mark.parametrize("when", [True, 1.5, math.nan, "1790000000", [1]], ids=shown)
 def test_signer_times_must_be_integers(seeded: Vault, vault_path: Path, when: Any) -> None:
     operator = SigningKey.generate()
     seeded.sign_as("op", operator)
@@ -234,27 +241,27 @@ def test_signer_times_must_be_integers(seeded: Vault, vault_path: Path, when: An
 # -- policies and requests -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("changes", [None, 3, "max_files", [("max_files", 5)]], ids=repr)
+@pytest.mark.parametrize("changes", [None, 3, "max_files", [("max_files", 5)]], ids=shown)
 def test_policy_changes_must_be_a_dict(changes: Any) -> None:
     with pytest.raises(VaultError, match="dict of fields"):
         Policy().with_changes(changes)
 
 
-@pytest.mark.parametrize("field", [b"max_files", 3, None, ("max_files",)], ids=repr)
+@pytest.mark.parametrize("field", [b"max_files", 3, None, ("max_files",)], ids=shown)
 def test_a_policy_override_with_a_key_that_is_no_field_name(seeded: Vault, vault_path: Path, field: Any) -> None:
     _refused_changing_nothing(
         seeded, vault_path, lambda: VaultMemoryTool(seeded, actor="app", policy={field: 5}), "unknown policy field"
     )
 
 
-@pytest.mark.parametrize("messages", [3, True, 1.5, object()], ids=repr)
+@pytest.mark.parametrize("messages", [3, True, 1.5, object()], ids=shown)
 def test_memory_request_messages_of_the_wrong_type(seeded: Vault, messages: Any) -> None:
     tool = VaultMemoryTool(seeded, actor="app")
     with pytest.raises(VaultError, match="messages"):
         memory_request(tool, messages=messages)
 
 
-@pytest.mark.parametrize("every", [math.nan, math.inf, 10**30], ids=repr)
+@pytest.mark.parametrize("every", [math.nan, math.inf, 10**30], ids=shown)
 def test_a_sync_interval_the_sync_thread_cannot_wait_for_is_refused(
     seeded: Vault, vault_path: Path, tmp_path: Path, every: float
 ) -> None:
@@ -266,7 +273,7 @@ def test_a_sync_interval_the_sync_thread_cannot_wait_for_is_refused(
     )
 
 
-@pytest.mark.parametrize("given", ["path", None, 3], ids=repr)
+@pytest.mark.parametrize("given", ["path", None, 3], ids=shown)
 def test_a_tool_given_something_other_than_a_vault(vault_path: Path, given: Any) -> None:
     for cls in (VaultMemoryTool, AsyncVaultMemoryTool):
         with pytest.raises(VaultError, match=r"first argument must be an open vault.*Vault\.open\(path"):
