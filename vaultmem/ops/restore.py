@@ -77,6 +77,15 @@ def _restore(
                     raise file_named_as_folder(path or "", target, at)
         _refuse_erased(store, source, snap, target, command)
         change = Change(command, (target,), trailers=[(RESTORED_FROM, origin)])
+        blocker = snap.file_above(target)  # a file stands where one of target's folders was
+        if blocker is not None:
+            if source.entry(target) is None:
+                return change  # absent then, and it cannot exist now: nothing to change
+            raise ConflictError(
+                f"Error: cannot {command} {target}: {blocker} is a file now, so it cannot hold {target}. "
+                f"Nothing was changed. Restore {blocker} as it was at {origin[:10]} (the folder and all "
+                f"it held), or rename or delete the file {blocker} first."
+            )
         entry = source.entry(target)  # the root too: /memories itself
         if entry is not None and entry[0] == objects.MODE_TREE and store.sealed_names and not source.sealed:
             # A folder from before the vault sealed its names holds real names:
@@ -95,8 +104,10 @@ def _refuse_erased(store: Store, source: Snapshot, now: Snapshot, target: Memory
     entry = source.entry(target) if not target.is_root else None
     if target.is_root or (entry is not None and entry[0] == objects.MODE_TREE):
         files = list(source.files(target))
+        advice = "Restore the other files one path at a time, or an earlier version."
     else:
         files = [(target, entry[1])] if entry is not None else []
+        advice = f"Restore {target} from another version, one whose content of it was not erased."
     current = {oid for _, oid in now.files(MemoryPath(()))}
     for file_path, oid in files:
         if oid in current:
@@ -105,7 +116,6 @@ def _refuse_erased(store: Store, source: Snapshot, now: Snapshot, target: Memory
         if erasure is not None:
             raise ErasedError(
                 f"Error: cannot {command}: the version of {file_path} it would bring back was "
-                f"{erasure.describe()}, and erased content is never restored. Nothing was changed. "
-                "Restore the other files one path at a time, or an earlier version.",
+                f"{erasure.describe()}, and erased content is never restored. Nothing was changed. {advice}",
                 erasure.commit,
             )

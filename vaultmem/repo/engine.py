@@ -690,10 +690,39 @@ class Engine:
                     "not a commit.",
                     step="versions",
                 ) from err
+            first = self._walked_past_first(at.strip(), head)
+            if first is not None:  # `<first>^`, `main~N` one step too far: the empty memory, not a typo
+                raise NotFoundError(
+                    f"Error: no version {at!r}: {str(first)[:10]} is the first version of this vault's memory; "
+                    "before it the memory was empty (undo as many versions as the history holds to empty it)."
+                ) from err
             raise NotFoundError(f"Error: no version {at!r} in this vault.", step="versions") from err
         if head is None or not self._on_main(commit.id, head):
             raise NotFoundError(f"Error: {at!r} is not a version of this vault's memory history.", step="versions")
         return commit
+
+    def _walked_past_first(self, text: str, head: pygit2.Oid) -> pygit2.Oid | None:
+        """The first version, when ``text`` is a version of main's history
+        followed by ``^`` and ``~N`` steps that walk back past it; else None."""
+        steps = re.fullmatch(r"(.+?)((?:\^[0-9]*|~[0-9]*)+)", text)
+        if steps is None:
+            return None
+        try:
+            commit = self._revparse(steps.group(1))
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+            return None
+        if not self._on_main(commit.id, head):
+            return None
+        for op, count in re.findall(r"([\^~])([0-9]*)", steps.group(2)):
+            n = int(count) if count else 1
+            if op == "^" and n > 1:
+                return None  # a merge's other parent: not a walk back along the first parents
+            for _ in range(n if op == "~" else min(n, 1)):
+                parents = commit.parent_ids
+                if not parents:
+                    return commit.id
+                commit = self.repo[parents[0]].peel(pygit2.Commit)
+        return None
 
     def _revparse(self, text: str) -> pygit2.Commit:
         """``text`` as git reads it, peeled to a commit.  Anything but a full
