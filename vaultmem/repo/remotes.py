@@ -1379,15 +1379,19 @@ def _log_server_ref(server: Path, ref: str, old: pygit2.Oid | None, new: pygit2.
             os.close(fd)
 
 
-def still_to_push(repo: pygit2.Repository, result: Transfer) -> None:
+def still_to_push(repo: pygit2.Repository, result: Transfer, *, replaced: bool = False) -> None:
     """Record on a pull's ``result`` which of this vault's branches the
     remote, as fetched, lacks (``absent``: a keyring branch deleted on the
     server, say) or holds at an older version (``ahead``): then the two do
-    not agree, though the pull moved nothing."""
+    not agree, though the pull moved nothing.  ``replaced``: the remote holds
+    a keyring this vault replaced (an erasure, a migration), whose copy the
+    pull removed with its tracking ref: older, not absent."""
     absent, ahead = [], []
     for ref in BRANCHES:
         local, theirs = incoming(repo, result.remote, ref)
-        if local is not None and theirs is None:
+        if replaced and ref == KEYRING_REF:
+            ahead.append(short_name(ref))
+        elif local is not None and theirs is None:
             absent.append(short_name(ref))
         elif local is not None and local != theirs:
             ahead.append(short_name(ref))

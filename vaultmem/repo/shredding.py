@@ -350,7 +350,9 @@ class Shredding(Engine):
         # here on, the next run still knows what to remove.
         keys.set_due(self.path, doomed, gone)
         for name in list(repo.references):
-            if name != KEYRING_REF and (name.endswith("/vaultmem-keyring") or name in naming):
+            if name == KEYRING_REF or _names_current(repo, name, current):
+                continue  # a tracking ref a pull has just moved to this keyring stays
+            if name.endswith("/vaultmem-keyring") or name in naming:
                 with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
                     repo.references.delete(name)
         self._commits.mark_pruning()
@@ -415,6 +417,15 @@ class Shredding(Engine):
                 if not ids & keep:
                     out |= ids
         return out
+
+
+def _names_current(repo: pygit2.Repository, name: str, current: pygit2.Oid) -> bool:
+    """Whether ref ``name`` points straight at the current keyring commit."""
+    try:
+        ref = repo.references[name]
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+    return ref.type == pygit2.enums.ReferenceType.DIRECT and ref.target == current
 
 
 def _refs_naming(repo: pygit2.Repository, doomed: set[bytes]) -> tuple[set[str], set[bytes]]:

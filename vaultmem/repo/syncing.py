@@ -241,6 +241,13 @@ class Syncing(Shredding):
                     assert local_ring is not None
                     merging.check_one_key_change(repo, self.keyring, pulled, local_ring, their_ring, remote)
                     merged = merging.merge_keyrings(self.keyring, pulled, new_user_key is not None, now)
+                    if their_ring.raw in self._replaced_keyrings | keys.replaced(self.path) and merged.same_keys(
+                        self.keyring
+                    ):
+                        # the server still holds the keyring this vault's erasure replaced, and brings
+                        # nothing: this vault's keyring stands, and the next push replaces theirs
+                        ring_step, pulled, stale_remote_ring = "none", self.keyring, True
+                if ring_step == "merge":
                     # An erasure on either side (format 2): the merged keyring
                     # is a new root, and every older keyring leaves the disk.
                     replace = merged.format >= 2 and (
@@ -330,7 +337,7 @@ class Syncing(Shredding):
                 new_ring = read_ref_or_damaged(self.path, keys.KEYRING_REF)
                 shown = new_ring.hex() if new_ring not in (None, DAMAGED) else str(their_ring)
                 result.moved["vaultmem-keyring"] = (str(local_ring) if local_ring else None, shown)
-            if stale_remote_ring:  # its format 1 data keys must not stay on this disk
+            if stale_remote_ring:  # its format 1 data keys, or the erased ones, must not stay on this disk
                 self._drop_old_keyrings(tips)
             for ref, (step, local, theirs) in steps.items():
                 if step == "advance":
@@ -363,7 +370,7 @@ class Syncing(Shredding):
                     )
                 result.moved[sharing.short_name(ref)] = (str(local) if local else None, tip)
             sharing.remember(repo, remote)
-            sharing.still_to_push(repo, result)
+            sharing.still_to_push(repo, result, replaced=stale_remote_ring)
             self._signers_changed()  # git's allowed-signers file, even when only the server's copy moved
         if self.keyring.format >= 2:
             self._drop_stray_keyrings(repo)
