@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -22,8 +24,8 @@ from vaultmem import Vault, VaultMemoryTool, generate_key
 # on a disk each one's syncs, and freeing its files, cost more than the test.
 # What a disk does is tested on file systems of their own: the power-cut
 # tests build ext4 on loop devices, the full-disk tests mount small ones.
-# Passed tests' folders are removed as they pass (pyproject.toml:
-# tmp_path_retention_policy), so a run holds little memory at a time.
+# What a passed test left in its folder is removed as it ends (the tmp_path
+# fixture below), so a run holds little memory at a time.
 # PYTEST_DEBUG_TEMPROOT, or --basetemp, chooses the place instead.
 MEMORY_ROOT = Path("/dev/shm")
 MEMORY_ROOM = 4 << 30  # bytes of memory free, and of room on the file system, to use it
@@ -130,6 +132,35 @@ def devices(tmp_path: Path) -> None:
     reason = powerloss.unavailable(tmp_path)
     if reason is not None:
         pytest.skip(f"this power-cut test needs loop devices and mount: {reason}")
+
+
+_OUTCOMES = pytest.StashKey[dict[str, bool]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    item.stash.setdefault(_OUTCOMES, {})[report.when] = report.passed  # type: ignore[attr-defined]
+    return report
+
+
+@pytest.fixture
+def tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """pytest's tmp_path, emptied when its test passed.  The folder itself
+    stays, empty: pytest numbers a test's folders from the highest one there
+    (``test_x0``, ``test_x1``), so a name is never given to a second test
+    while a thread of the first (a vault's upkeep) may still write in it."""
+    name = re.sub(r"[\W]", "_", request.node.name)[:30]
+    path = tmp_path_factory.mktemp(name, numbered=True)
+    yield path
+    outcomes = request.node.stash.get(_OUTCOMES, {})
+    if outcomes.get("setup", False) and outcomes.get("call", False):
+        for child in list(path.iterdir()):
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    child.unlink()
 
 
 @pytest.fixture
