@@ -16,18 +16,21 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from vaultmem.core.detectors import iban_ok, luhn_ok
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "vaultmem"
 
 # Where an import inside a function is allowed: the CLI (each command loads
 # only what it needs) and the package surface (the SDK's tool classes load on
-# first use).  Anywhere else it would hide an arrow the contract must see.
+# first use), and libraries a command may never need.  Anywhere else it would hide an arrow the contract must see.
 LAZY_IMPORTS_ALLOWED = {
     "vaultmem/__init__.py",
     "vaultmem/cli/app.py",
     "vaultmem/cli/chat.py",
     "vaultmem/cli/demo.py",
     "vaultmem/core/versions.py",  # dateparser, only for a time given in words
+    "vaultmem/core/detectors.py",  # python-stdnum, only once text looks like a card number or an IBAN
 }
 
 
@@ -65,6 +68,22 @@ def test_imports_inside_functions_are_only_where_they_keep_startup_fast() -> Non
                     if isinstance(inner, ast.Import | ast.ImportFrom) and rel not in LAZY_IMPORTS_ALLOWED:
                         found.append(f"{rel}:{inner.lineno}")
     assert found == []
+
+
+def test_starting_vaultmem_imports_no_checksum_or_date_library_it_may_not_need() -> None:
+    """python-stdnum (with pydoc, ssl and socket, 25 ms) and dateparser wait
+    until a command meets text they must check."""
+    probe = "import sys, vaultmem.cli.app; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    loaded = ast.literal_eval(done.stdout)
+    assert "vaultmem" in loaded
+    assert "stdnum" not in loaded
+    assert "dateparser" not in loaded
+
+
+def test_the_checksums_still_run_once_imported_at_first_use() -> None:
+    assert luhn_ok("4111 1111 1111 1111") and not luhn_ok("4111 1111 1111 1112")
+    assert iban_ok("GB82 WEST 1234 5698 7654 32") and not iban_ok("GB82 WEST 1234 5698 7654 33")
 
 
 @pytest.mark.parametrize(

@@ -165,7 +165,10 @@ def test_no_temp_file_anywhere_holds_memory_content(tmp_path: Path, vault: Vault
     call(command="str_replace", path="/memories/t.txt", old_str=marker, new_str=marker + "\n" + marker)
     assert vault.read("/memories/t.txt").count(marker) == 2
     fresh: dict[object, bytes] = {}
-    for root, _dirs, files in os.walk(tempfile.gettempdir()):
+    # The system's temp folder, and the test's own, which the suite may keep elsewhere (/dev/shm).
+    places = {os.path.realpath(tempfile.gettempdir()), os.path.realpath(tmp_path)}
+    walked = ((root, files) for place in sorted(places) for root, _dirs, files in os.walk(place))
+    for root, files in walked:
         for name in files:
             path = Path(root) / name
             try:
