@@ -77,18 +77,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto`: a worker per core, and one more.  About a sixth of a run's
-    time the workers wait (on servers they started, timeouts, loop-device
-    disks) rather than compute: the extra worker uses it.  On 2 cores, a third
-    of the suite took 345 s with 3 workers against 371 s with 2.
-    PYTEST_XDIST_AUTO_NUM_WORKERS, or `-n N`, still chooses."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.option.numprocesses != "auto":
-        return None
-    return len(os.sched_getaffinity(0)) + 1
-
-
 def pytest_configure(config: pytest.Config) -> None:
     global FULL
     FULL = bool(config.getoption("--full")) or os.environ.get("VAULTMEM_FULL_TESTS") == "1"
