@@ -162,7 +162,7 @@ def _waiting_for_the_lock(frame: FrameType | None) -> bool:
 
 
 class _CtrlC:
-    """Ctrl-C that waits for the memory call under way to finish.
+    """Ctrl-C that waits for the memory call under way to finish, and is never lost.
 
     A memory call is one commit; a ``KeyboardInterrupt`` raised in the middle
     of one (after the ref is locked, before it is moved) would leave the
@@ -170,28 +170,40 @@ class _CtrlC:
     as the call returns; anywhere else it is raised at once, as usual.  A
     call still waiting for the vault's writer lock (another process holds it:
     an import, a re-encryption, a writer stopped with Ctrl-Z) has written
-    nothing: Ctrl-C stops it at once, rather than when that process lets go."""
+    nothing: Ctrl-C stops it at once, rather than when that process lets go.
+
+    Raised at once, the interrupt lands wherever the main thread is, and code
+    there may catch it and go on (a finalizer, an HTTP client's event hook, a
+    library's ``except BaseException``).  So a press is also remembered: no
+    memory call starts after it, and :meth:`check` raises it again once the
+    reply is in."""
 
     def __init__(self) -> None:
         self.calls = 0
-        self.pending = False
+        self.pressed = False
 
     def handler(self, signum: int, frame: FrameType | None) -> None:
+        self.pressed = True
         if self.calls and not _waiting_for_the_lock(frame):
-            self.pending = True
-            return
+            return  # raised when the call returns
         raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise the interrupt of a press the code it landed in swallowed."""
+        if self.pressed:
+            raise KeyboardInterrupt
 
     @contextlib.contextmanager
     def call(self) -> Iterator[None]:
+        if not self.calls:
+            self.check()  # pressed and swallowed: no further memory call starts
         self.calls += 1
         try:
             yield
         finally:
             self.calls -= 1
-        if self.pending and not self.calls:
-            self.pending = False
-            raise KeyboardInterrupt
+        if not self.calls:
+            self.check()
 
     @contextlib.contextmanager
     def installed(self, memory: Any) -> Iterator[None]:
@@ -243,9 +255,19 @@ def run(
         "Type /exit or press Ctrl-D to leave.\n"
     )
     out.flush()
-    with _CtrlC().installed(memory):
+    ctrl_c = _CtrlC()
+    with ctrl_c.installed(memory):
         return _loop(
-            memory, client, model, max_tokens, read_line, out, err, topic=topic, context_editing=context_editing
+            memory,
+            client,
+            model,
+            max_tokens,
+            read_line,
+            out,
+            err,
+            ctrl_c=ctrl_c,
+            topic=topic,
+            context_editing=context_editing,
         )
 
 
@@ -258,6 +280,7 @@ def _loop(
     out: TextIO,
     err: TextIO,
     *,
+    ctrl_c: _CtrlC,
     topic: str | None,
     context_editing: bool,
 ) -> int:
@@ -299,6 +322,7 @@ def _loop(
         )
         try:
             _turn(client, request, conversation, out, err)
+            ctrl_c.check()  # pressed while waiting, and swallowed where it landed
         except KeyboardInterrupt:
             # A memory call is one commit, made whole or not at all: what was
             # written before Ctrl-C stays; say where to see it.
