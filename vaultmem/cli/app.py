@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import difflib
 import getpass
+import importlib.util
 import json
 import os
 import re
@@ -2025,6 +2026,18 @@ def _token_as_token_file(name: str, problem: Callable[[str], str | None]) -> boo
 
 
 def _mcp(vault: Vault, args: argparse.Namespace) -> int:
+    # What the command line can get wrong is refused before the mcp package
+    # loads (a second or more): a client set up wrong hears so at once.
+    if not 0 < args.port < 65536:
+        raise UsageError("--port must be between 1 and 65535.")
+    if args.max_request_bytes < 1:  # named as the option it was given by
+        raise UsageError(f"--max-request-bytes must be at least 1 (got {args.max_request_bytes}).")
+    check_who(args.actor, None)  # every version's author: refused now, not at each write
+    if args.http and not 0 < args.request_timeout <= 3600:
+        raise UsageError("--request-timeout must be more than 0 and at most 3600 seconds.")
+    if importlib.util.find_spec("mcp") is None:  # before a token file is made for a server that cannot run
+        raise UsageError("vaultmem mcp needs the mcp extra: pip install 'vaultmem[mcp]' (No module named 'mcp').")
+    token, where = _mcp_token(vault, args) if args.http else ("", "")
     try:
         import anyio
 
@@ -2032,31 +2045,11 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
         from vaultmem.mcp.server import MemoryServer, serve_stdio
     except ImportError as err:
         raise UsageError(f"vaultmem mcp needs the mcp extra: pip install 'vaultmem[mcp]' ({err}).") from err
-    if not 0 < args.port < 65536:
-        raise UsageError("--port must be between 1 and 65535.")
-    if args.max_request_bytes < 1:  # named as the option it was given by
-        raise UsageError(f"--max-request-bytes must be at least 1 (got {args.max_request_bytes}).")
     memory = MemoryServer(vault, actor=args.actor, read_only=args.read_only, max_request_bytes=args.max_request_bytes)
     sys.setswitchinterval(0.0005)  # the event loop answers sooner when a write's background work holds the GIL
     if not args.http:
         anyio.run(serve_stdio, memory.build(inline=True), args.max_request_bytes)
         return 0
-    token = os.environ.get(mcp_http.ENV_TOKEN, "").strip()
-    token_file = (
-        Path(args.token_file) if args.token_file else Path(vault.path).resolve() / "vaultmem" / mcp_http.TOKEN_FILE
-    )
-    where = mcp_http.ENV_TOKEN if token else str(token_file)
-    if not token and args.token_file and _token_as_token_file(args.token_file, mcp_http.token_problem):
-        raise UsageError(
-            "--token-file was given what looks like the token itself, where the file's path belongs; give the "
-            f"file's path, or the token in {mcp_http.ENV_TOKEN}. (It is not shown here, and no file was made.)"
-        )
-    if not token:
-        token = mcp_http.load_or_make_token(token_file)
-    elif (problem := mcp_http.token_problem(token)) is not None:
-        raise UsageError(f"{mcp_http.ENV_TOKEN} {problem}; give a token of at least 32 characters.")
-    if not 0 < args.request_timeout <= 3600:
-        raise UsageError("--request-timeout must be more than 0 and at most 3600 seconds.")
     app = mcp_http.http_app(
         memory.build(),
         token=token,
@@ -2075,6 +2068,27 @@ def _mcp(vault: Vault, args: argparse.Namespace) -> int:
     )
     mcp_http.serve(app, sock, request_timeout=args.request_timeout)
     return 0
+
+
+def _mcp_token(vault: Vault, args: argparse.Namespace) -> tuple[str, str]:
+    """The bearer token ``vaultmem mcp --http`` serves with, and where it came from."""
+    from vaultmem.mcp import bearer as mcp_token
+
+    token = os.environ.get(mcp_token.ENV_TOKEN, "").strip()
+    token_file = (
+        Path(args.token_file) if args.token_file else Path(vault.path).resolve() / "vaultmem" / mcp_token.TOKEN_FILE
+    )
+    where = mcp_token.ENV_TOKEN if token else str(token_file)
+    if not token and args.token_file and _token_as_token_file(args.token_file, mcp_token.token_problem):
+        raise UsageError(
+            "--token-file was given what looks like the token itself, where the file's path belongs; give the "
+            f"file's path, or the token in {mcp_token.ENV_TOKEN}. (It is not shown here, and no file was made.)"
+        )
+    if not token:
+        token = mcp_token.load_or_make_token(token_file)
+    elif (problem := mcp_token.token_problem(token)) is not None:
+        raise UsageError(f"{mcp_token.ENV_TOKEN} {problem}; give a token of at least 32 characters.")
+    return token, where
 
 
 # -- sharing through a git server (docs/sync.md) ---------------------------------------

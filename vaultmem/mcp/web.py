@@ -24,19 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import hmac
 import json
 import logging
 import os
 import re
 import resource
-import secrets
 import socket
-import stat
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -46,12 +42,13 @@ from sse_starlette.sse import AppStatus
 from starlette.requests import Request
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from vaultmem.core.crypto import read_secret_file
-from vaultmem.errors import BadKeyError, VaultError
+from vaultmem.errors import VaultError
+from vaultmem.mcp.bearer import ENV_TOKEN as ENV_TOKEN
+from vaultmem.mcp.bearer import TOKEN_FILE as TOKEN_FILE
+from vaultmem.mcp.bearer import load_or_make_token as load_or_make_token
+from vaultmem.mcp.bearer import token_problem as token_problem
 from vaultmem.mcp.server import ENVELOPE_BYTES, SENT_BYTES, _message, _not_unicode, _Server, _wrong_id
 
-ENV_TOKEN = "VAULTMEM_MCP_TOKEN"
-TOKEN_FILE = "mcp-token"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PATH = "/mcp"
@@ -59,7 +56,6 @@ REQUEST_TIMEOUT = 30.0  # seconds a connection has to deliver a request whole
 ANSWER_TIMEOUT = 30.0  # seconds a stopping server gives the requests it has begun to be answered
 MAX_CONNECTIONS = 1000  # at most; fewer if the process may not open so many files
 FILES_KEPT_FREE = 200  # file descriptors kept from connections: the vault's files, accepts in flight
-TOKEN_CHARACTERS = re.compile(r"[A-Za-z0-9._~+/-]+=*")  # a bearer token (RFC 6750's b64token)
 
 _NAMED = (b"host", b"origin")  # the headers whose values name a host
 # What a Host header and an Origin may be (RFC 9110, RFC 6454), in lower case:
@@ -72,51 +68,6 @@ _ORIGIN_SHAPE = re.compile(r"https?://" + _AUTHORITY)
 
 Scope = dict[str, Any]
 ASGIApp = Any
-
-
-def token_problem(token: str) -> str | None:
-    """Why ``token`` cannot be the bearer token clients send, or None."""
-    if len(token) < 32:
-        return "is shorter than 32 characters"
-    if not TOKEN_CHARACTERS.fullmatch(token):
-        return "holds characters a bearer token cannot: use letters, digits and - . _ ~ + / (and = at the end)"
-    return None
-
-
-def load_or_make_token(path: Path) -> str:
-    """The bearer token in ``path``; a new random one (mode 0600) if there is none."""
-    if path.exists():
-        token = read_secret_file(path, "token file", "token", ENV_TOKEN).strip()
-        problem = token_problem(token)
-        if problem is not None:
-            raise BadKeyError(f"Error: the token in {path} {problem}; remove it to get a new one.")
-        return token
-    if path.is_symlink():  # never made through a link: it could point anywhere
-        raise BadKeyError(
-            f"Error: the token file {path} is a link to {os.readlink(path)}, which does not exist; "
-            "put the token there, or remove the link to get a new one."
-        )
-    token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
-    except OSError as err:
-        raise VaultError(f"Error: cannot make the token file {path}: {err.strerror or err}.") from err
-    data = (token + "\n").encode("ascii")
-    try:
-        try:
-            if os.write(fd, data) != len(data):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as err:  # a full disk, a quota: no empty token file is left to refuse the next start
-        with contextlib.suppress(OSError):
-            path.unlink()
-        raise VaultError(
-            f"Error: cannot write the token file {path}: {err.strerror or err}; nothing was made. "
-            "Free space, then start the server again."
-        ) from err
-    return token
 
 
 class BearerToken:
