@@ -24,7 +24,7 @@ from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
 from vaultmem.core.values import compile_regex
 from vaultmem.core.versions import moment
-from vaultmem.errors import ErasedError, VaultError
+from vaultmem.errors import ErasedError, NotFoundError, VaultError
 from vaultmem.git import objects
 from vaultmem.git.snapshot import Snapshot
 from vaultmem.repo.history import CommitLike, oldest_first
@@ -157,7 +157,9 @@ def find(
     within = paths.parse(path, existing=True) if path is not None else MemoryPath(())
     current = dict(store.snapshot().files(within))
     found: list[Match] = []
+    held = False
     for file_path, oid, commit in file_versions(store, within):
+        held = True
         try:
             text = store.keyring.open(file_path.text, store.read_blob(oid)).decode("utf-8", "replace")
         except ErasedError:
@@ -177,6 +179,10 @@ def find(
                     blob=oid.hex(),
                 )
             )
+    if not held and not within.is_root:  # a mistyped path is no "nothing matches" (nor "nothing to erase")
+        if store.head() is None:
+            raise NotFoundError(f"Error: no version of {within} in this vault: it has no history yet.")
+        raise NotFoundError(f"Error: no version of {within} in this vault's history.", step="versions")
     return found
 
 
