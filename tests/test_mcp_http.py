@@ -257,6 +257,12 @@ def test_a_short_environment_token_is_refused_before_serving(tmp_path, hidden):
         ({"Host": "127.0.0.1:"}, 421),
         ({"Origin": "http://127.0.0.1:PORT@evil.example"}, 403),
         ({"Origin": "http://localhost:PORT/evil"}, 403),
+        ({"Host": "127.0.0.1:99999"}, 421),  # no port is above 65535
+        ({"Host": "localhost:65536"}, 421),
+        ({"Host": "127.0.0.1:0"}, 421),  # nor 0
+        ({"Host": "127.0.0.1:65535"}, 200),
+        ({"Origin": "http://127.0.0.1:99999"}, 403),
+        ({"Origin": "http://localhost:00000"}, 403),
     ],
 )
 def test_origin_and_host_are_checked_after_the_token(server, token, extra, status):

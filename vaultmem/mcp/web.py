@@ -62,9 +62,17 @@ _NAMED = (b"host", b"origin")  # the headers whose values name a host
 # a name or an address, and a port of digits only.  The SDK's ``name:*``
 # patterns match any text after ``name:``, so ``127.0.0.1:8765@evil.example``
 # would pass them; a value of any other shape is refused first.
-_AUTHORITY = r"(?:[a-z0-9._~-]+|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?"
+_AUTHORITY = r"(?:[a-z0-9._~-]+|\[[0-9a-f:.]+\])(?::(?P<port>[0-9]{1,5}))?"
 _HOST_SHAPE = re.compile(_AUTHORITY)
 _ORIGIN_SHAPE = re.compile(r"https?://" + _AUTHORITY)
+
+
+def _shaped(shape: re.Pattern[str], text: str) -> bool:
+    """Whether ``text`` is a Host or Origin of ``shape`` with a port, if any,
+    of 1 to 65535."""
+    found = shape.fullmatch(text)
+    return found is not None and (found["port"] is None or 0 < int(found["port"]) < 65536)
+
 
 Scope = dict[str, Any]
 ASGIApp = Any
@@ -340,9 +348,9 @@ def _badly_formed(headers: Sequence[tuple[bytes, bytes]]) -> tuple[int, bytes] |
             if origins > 1:
                 return 403, b"Invalid Origin header"
         text = value.decode("latin-1").lower()
-        if lowered == b"host" and not _HOST_SHAPE.fullmatch(text):
+        if lowered == b"host" and not _shaped(_HOST_SHAPE, text):
             return 421, b"Invalid Host header"
-        if lowered == b"origin" and text != "null" and not _ORIGIN_SHAPE.fullmatch(text):
+        if lowered == b"origin" and text != "null" and not _shaped(_ORIGIN_SHAPE, text):
             return 403, b"Invalid Origin header"
     return None
 
