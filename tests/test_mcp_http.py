@@ -506,3 +506,33 @@ def test_the_server_log_holds_no_traceback(server, token):
     with server.session(token) as session:
         assert session.call("delete", {"path": "/memories"}).is_error
     assert "Traceback" not in server.log_text()
+
+
+# -- a message the SDK cannot read: answered as over stdio ------------------------------------
+
+
+NOT_A_REQUEST = (
+    "Error: the message is not a JSON-RPC request this memory server takes (one JSON object a message, "
+    "no batches, each field of its kind); nothing was changed."
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "ident"),
+    [
+        ([INITIALIZE], 1),  # a batch: the id of the request in it, as stdio finds it
+        ({**INITIALIZE, "id": 7, "params": 5}, 7),  # params that are not an object
+        ({**INITIALIZE, "id": "eight", "method": 8}, "eight"),  # a method that is not a name
+    ],
+    ids=["batch", "params", "method"],
+)
+def test_a_message_the_sdk_cannot_read_gets_the_answer_stdio_gives(server, token, body, ident):
+    """Over stdio such a message is answered -32600 with its id; over HTTP the
+    SDK answered -32602 with its validator's text.  Both now say the same."""
+    before = commit_count(server.served.path)
+    response = post(server, body, {"Authorization": f"Bearer {token}"})
+    assert response.status_code == 400, response.text[:300]
+    assert response.json() == {"jsonrpc": "2.0", "id": ident, "error": {"code": -32600, "message": NOT_A_REQUEST}}
+    assert commit_count(server.served.path) == before
+    assert post(server, body, {}).status_code == 401  # the token still comes first
+    assert post(server, INITIALIZE, {"Authorization": f"Bearer {token}"}).status_code == 200  # still serving

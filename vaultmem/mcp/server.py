@@ -907,7 +907,7 @@ def _unreadable(text: str, line: bytes) -> dict[str, Any]:
     else:
         code = -32600
         message = (
-            "Error: the message is not a JSON-RPC request this memory server takes (one object a line, "
+            "Error: the message is not a JSON-RPC request this memory server takes (one JSON object a message, "
             "no batches, each field of its kind); nothing was changed."
         )
     ident = _request_id(line[:4096], line[-4096:])
