@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import re
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from vaultmem.errors import VaultError
 
@@ -76,3 +77,62 @@ def check_moment(name: str, value: object) -> float:
             f"Error: {name} must be a time in seconds since the epoch (a finite number), not {value!r:.40}."
         )
     return value
+
+
+# The parser of the re module (re._parser since 3.11; the public name
+# ``sre_parse`` is deprecated), to look at a pattern's shape before a search.
+_sre_parse: Any = importlib.import_module("re._parser")
+
+
+def backtracks(compiled: re.Pattern[str]) -> bool:
+    """Whether a regular expression repeats a part that can match the same
+    text in more than one way (``(a+)+``, ``(a|aa)*``): Python's regex engine
+    tries every way, exponentially many on text that nearly matches."""
+    return _backtracks(_sre_parse.parse(compiled.pattern, compiled.flags), inside_repeat=False)
+
+
+_REPEATS = {_sre_parse.MAX_REPEAT, _sre_parse.MIN_REPEAT}
+
+
+def _items(part: Any) -> list[tuple[Any, Any]]:
+    """The items of a parsed pattern, whether a SubPattern or a list."""
+    return list(part.data if isinstance(part, _sre_parse.SubPattern) else part)
+
+
+def _backtracks(part: Any, *, inside_repeat: bool) -> bool:
+    """Whether a parsed pattern repeats a part that can match the same text
+    in more than one way: a repeat of varying count (``a+``, ``a?``) or an
+    alternation whose branches are not distinct literals (``a|aa``) inside
+    another repeat (``(a+)+``, ``(a|aa)*``, ``(a?){30}``).  Python's regex
+    engine backtracks through every way, exponentially many on text that
+    nearly matches: such a search would never end, so it is refused before
+    any search."""
+    for op, av in _items(part):
+        if op in _REPEATS:
+            low, high, body = av
+            if inside_repeat and low != high:
+                return True
+            if _backtracks(body, inside_repeat=inside_repeat or high > 1):
+                return True
+        elif op is _sre_parse.BRANCH:
+            if inside_repeat and not _distinct_literals(av[1]):
+                return True
+            if any(_backtracks(branch, inside_repeat=inside_repeat) for branch in av[1]):
+                return True
+        elif op is _sre_parse.SUBPATTERN and _backtracks(av[-1], inside_repeat=inside_repeat):
+            return True
+        # POSSESSIVE_REPEAT and ATOMIC_GROUP never give back what they matched;
+        # look-arounds, classes and literals match one way.
+    return False
+
+
+def _distinct_literals(branches: Any) -> bool:
+    """Whether every branch is a plain text and none starts another, so at
+    most one of them can match at any place."""
+    texts: list[str] = []
+    for branch in branches:
+        items = _items(branch)
+        if not all(op is _sre_parse.LITERAL for op, _ in items):
+            return False
+        texts.append("".join(chr(code) for _, code in items).casefold())
+    return not any(a.startswith(b) for i, a in enumerate(texts) for j, b in enumerate(texts) if i != j)

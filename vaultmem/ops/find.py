@@ -11,18 +11,16 @@ content.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import pygit2
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
-from vaultmem.core.values import compile_regex
+from vaultmem.core.values import backtracks, compile_regex
 from vaultmem.core.versions import moment
 from vaultmem.errors import ErasedError, NotFoundError, VaultError
 from vaultmem.git import objects
@@ -31,10 +29,6 @@ from vaultmem.repo.history import CommitLike, oldest_first
 from vaultmem.repo.store import Store
 
 MAX_PATTERN = 10_000  # characters
-
-# Python's own parser of regular expressions (``re._parser``; the public
-# ``sre_parse`` is deprecated), to look at a pattern's shape before a search.
-sre_parse: Any = importlib.import_module("re._parser")
 
 
 @dataclass(frozen=True)
@@ -74,7 +68,7 @@ def matcher(pattern: str, regex: bool, ignore_case: bool) -> re.Pattern[str]:
         raise VaultError(f"Error: the pattern is longer than {MAX_PATTERN:,} characters.")
     try:
         compiled = compile_regex(pattern if regex else re.escape(pattern), re.IGNORECASE if ignore_case else 0)
-        ambiguous = regex and _backtracks(sre_parse.parse(compiled.pattern, compiled.flags), inside_repeat=False)
+        ambiguous = regex and backtracks(compiled)
     except RecursionError:  # parsed and compiled, yet too deep to look at its shape
         raise VaultError(f"Error: {pattern!r} is not a regular expression (its groups nest too deeply).") from None
     except re.error as err:
@@ -92,53 +86,6 @@ def matcher(pattern: str, regex: bool, ignore_case: bool) -> re.Pattern[str]:
             "(and an erasure by it would erase them all). Give one that needs at least one character."
         )
     return compiled
-
-
-_REPEATS = {sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT}
-
-
-def _items(part: Any) -> list[tuple[Any, Any]]:
-    """The items of a parsed pattern, whether a SubPattern or a list."""
-    return list(part.data if isinstance(part, sre_parse.SubPattern) else part)
-
-
-def _backtracks(part: Any, *, inside_repeat: bool) -> bool:
-    """Whether a parsed pattern repeats a part that can match the same text
-    in more than one way: a repeat of varying count (``a+``, ``a?``) or an
-    alternation whose branches are not distinct literals (``a|aa``) inside
-    another repeat (``(a+)+``, ``(a|aa)*``, ``(a?){30}``).  Python's regex
-    engine backtracks through every way, exponentially many on text that
-    nearly matches: such a search would never end, so it is refused before
-    any search."""
-    for op, av in _items(part):
-        if op in _REPEATS:
-            low, high, body = av
-            if inside_repeat and low != high:
-                return True
-            if _backtracks(body, inside_repeat=inside_repeat or high > 1):
-                return True
-        elif op is sre_parse.BRANCH:
-            if inside_repeat and not _distinct_literals(av[1]):
-                return True
-            if any(_backtracks(branch, inside_repeat=inside_repeat) for branch in av[1]):
-                return True
-        elif op is sre_parse.SUBPATTERN and _backtracks(av[-1], inside_repeat=inside_repeat):
-            return True
-        # POSSESSIVE_REPEAT and ATOMIC_GROUP never give back what they matched;
-        # look-arounds, classes and literals match one way.
-    return False
-
-
-def _distinct_literals(branches: Any) -> bool:
-    """Whether every branch is a plain text and none starts another, so at
-    most one of them can match at any place."""
-    texts: list[str] = []
-    for branch in branches:
-        items = _items(branch)
-        if not all(op is sre_parse.LITERAL for op, _ in items):
-            return False
-        texts.append("".join(chr(code) for _, code in items).casefold())
-    return not any(a.startswith(b) for i, a in enumerate(texts) for j, b in enumerate(texts) if i != j)
 
 
 def _count(compiled: re.Pattern[str], text: str) -> int:

@@ -45,7 +45,7 @@ from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import HARD_MAX_FILE_BYTES, Policy
 from vaultmem.core.signers import PRINCIPAL, Signers
 from vaultmem.core.signing import SigningKey
-from vaultmem.core.values import check_flag, file_name, is_int
+from vaultmem.core.values import backtracks, check_flag, compile_regex, file_name, is_int
 from vaultmem.core.versions import (
     RESTORED_FROM,
     SEAL_HEADER,
@@ -1408,6 +1408,7 @@ class Engine:
             base = Policy() if reset or current is None else current
             new = policy if policy is not None else base.with_changes(changes)
             changed = new.changed_fields(current) if current is not None else list(new.to_dict())
+            _check_new_patterns(new, current)
             if changed:
                 now = int(self.clock())
                 self._commits.recover()
@@ -1817,3 +1818,21 @@ def _remove_made(folder: Path, existed: bool) -> None:
             else:
                 with contextlib.suppress(OSError):
                     child.unlink()
+
+
+def _check_new_patterns(new: Policy, current: Policy | None) -> None:
+    """Refuse a custom pattern being set that can backtrack without end.
+
+    The patterns scan every text written, under the writer lock: one that
+    repeats a part matching the same text in more than one way (``(\\d+)+x``)
+    takes years on text the model can write, and every writer would wait
+    behind it.  Patterns a stored policy already holds are not judged again."""
+    held = current.patterns if current is not None else {}
+    for kind, pattern in new.patterns.items():
+        if held.get(kind) != pattern and backtracks(compile_regex(pattern)):
+            raise VaultError(
+                f"Error: the pattern for {kind!r} repeats a part that can itself match the same text in more than "
+                "one way (such as '(a+)+' or '(a|aa)*'): it could scan one text the model writes for years, with "
+                "every write of the vault waiting. Write it without the nested repeat ('a+' for '(a+)+'), or make "
+                "the inner repeat possessive ('(a++)+') or atomic ('(?>a+)+'). Nothing was changed."
+            )
