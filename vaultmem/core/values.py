@@ -84,6 +84,13 @@ def check_moment(name: str, value: object) -> float:
 _sre_parse: Any = importlib.import_module("re._parser")
 
 
+BACKTRACKS = "repeats a part that can itself match the same text in more than one way (such as '(a+)+' or '(a|aa)*')"
+BACKTRACKS_FIX = (
+    "Write it without the nested repeat ('a+' for '(a+)+'), or make the inner repeat possessive ('(a++)+') "
+    "or atomic ('(?>a+)+')."
+)
+
+
 def backtracks(compiled: re.Pattern[str]) -> bool:
     """Whether a regular expression repeats a part that can match the same
     text in more than one way (``(a+)+``, ``(a|aa)*``): Python's regex engine

@@ -20,7 +20,7 @@ import pygit2
 
 from vaultmem.core import paths
 from vaultmem.core.paths import MemoryPath
-from vaultmem.core.values import backtracks, compile_regex
+from vaultmem.core.values import BACKTRACKS, BACKTRACKS_FIX, backtracks, compile_regex
 from vaultmem.core.versions import moment
 from vaultmem.errors import ErasedError, NotFoundError, VaultError
 from vaultmem.git import objects
@@ -75,10 +75,8 @@ def matcher(pattern: str, regex: bool, ignore_case: bool) -> re.Pattern[str]:
         raise VaultError(f"Error: {pattern!r} is not a regular expression ({err}).") from err
     if ambiguous:
         raise VaultError(
-            f"Error: the regular expression {pattern!r} repeats a part that can itself match the same text in "
-            "more than one way (such as '(a+)+' or '(a|aa)*'), which can take years on some text. Write it "
-            "without the nested repeat ('a+' for '(a+)+'), or make the inner repeat possessive ('(a++)+') "
-            "or atomic ('(?>a+)+')."
+            f"Error: the regular expression {pattern!r} {BACKTRACKS}, which can take years on some text. "
+            + BACKTRACKS_FIX
         )
     if compiled.search("") is not None:  # "ada|", "(ada)?", "\s*": every file holds empty text
         raise VaultError(

@@ -45,7 +45,7 @@ from vaultmem.core.paths import MemoryPath
 from vaultmem.core.policy import HARD_MAX_FILE_BYTES, Policy
 from vaultmem.core.signers import PRINCIPAL, Signers
 from vaultmem.core.signing import SigningKey
-from vaultmem.core.values import backtracks, check_flag, compile_regex, file_name, is_int
+from vaultmem.core.values import BACKTRACKS, BACKTRACKS_FIX, backtracks, check_flag, compile_regex, file_name, is_int
 from vaultmem.core.versions import (
     RESTORED_FROM,
     SEAL_HEADER,
@@ -1831,8 +1831,6 @@ def _check_new_patterns(new: Policy, current: Policy | None) -> None:
     for kind, pattern in new.patterns.items():
         if held.get(kind) != pattern and backtracks(compile_regex(pattern)):
             raise VaultError(
-                f"Error: the pattern for {kind!r} repeats a part that can itself match the same text in more than "
-                "one way (such as '(a+)+' or '(a|aa)*'): it could scan one text the model writes for years, with "
-                "every write of the vault waiting. Write it without the nested repeat ('a+' for '(a+)+'), or make "
-                "the inner repeat possessive ('(a++)+') or atomic ('(?>a+)+'). Nothing was changed."
+                f"Error: the pattern for {kind!r} {BACKTRACKS}: it could scan one text the model writes for years, "
+                f"with every write of the vault waiting. {BACKTRACKS_FIX} Nothing was changed."
             )
