@@ -53,7 +53,12 @@ def in_tree_order(entries: Mapping[bytes, tuple[int, bytes]]) -> dict[bytes, tup
 
 def encode_tree(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
     """Serialise entries ``name -> (mode, id)`` in git's canonical order."""
-    return b"".join(b"%o %s\0%s" % (mode, name, oid) for name, (mode, oid) in sorted(entries.items(), key=_sort_key))
+    return encode_ordered(in_tree_order(entries))
+
+
+def encode_ordered(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
+    """Serialise entries that :func:`in_tree_order` gave, in their order."""
+    return b"".join([b"%o %s\0%s" % (mode, name, oid) for name, (mode, oid) in entries.items()])
 
 
 def decode_tree(data: bytes) -> dict[bytes, tuple[int, bytes]]:

@@ -565,7 +565,7 @@ class TreeEditor:
             # Cached in git's order: the next change to this folder merges into a
             # sorted list (an added name at its end), which sorts in linear time.
             entries = objects.in_tree_order(entries)
-        raw, id_at = patched if patched is not None else (objects.encode_tree(entries), None)
+        raw, id_at = patched if patched is not None else (objects.encode_ordered(entries), None)
         tree = objects.packed(objects.TREE, raw)
         self.new.append(tree)
         self.trees.put(tree.id, entries)
