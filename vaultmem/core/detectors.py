@@ -53,9 +53,10 @@ Every built-in pattern runs in time linear in the text: a pattern may only
 start where its own token starts (a look-behind right after the first
 character or literal, which also keeps the regex engine's fast literal
 search), and its repeats are possessive, so a long run of digits or base64
-cannot make it backtrack.  Custom patterns run as written; setting one in
-a stored policy that can backtrack without end (``(\\d+)+x``) is refused
-(``set_policy``).
+cannot make it backtrack.  Custom patterns run as written; one that can
+backtrack without end (``(\\d+)+x``) is refused when it is set in a stored
+policy (``set_policy``) or given to a tool in code (its ``policy=`` or a
+:class:`RegexDetector` among its ``detectors``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from vaultmem.core.detectors import detectors
-from vaultmem.core.values import is_int
+from vaultmem.core.values import BACKTRACKS, BACKTRACKS_FIX, backtracks, compile_regex, is_int
 from vaultmem.errors import VaultError
 
 SECRET_MODES = ("off", "redact", "refuse")
@@ -189,6 +189,26 @@ class Policy:
 
     def to_bytes(self) -> bytes:
         return (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def backtracking_pattern(
+    patterns: Mapping[str, str | re.Pattern[str]], held: Mapping[str, str] | None = None
+) -> str | None:
+    """Why a custom pattern of ``patterns`` is refused, or None: one that
+    repeats a part matching the same text in more than one way
+    (``(\\d+)+x``).  The patterns scan every text written, under the writer
+    lock, so such a pattern could scan one text the model writes for years,
+    with every write waiting.  A kind whose pattern ``held`` holds already
+    (a stored policy) is not judged again."""
+    held = held or {}
+    for kind, pattern in patterns.items():
+        compiled = pattern if isinstance(pattern, re.Pattern) else compile_regex(pattern)
+        if held.get(kind) != pattern and backtracks(compiled):
+            return (
+                f"Error: the pattern for {kind!r} {BACKTRACKS}: it could scan one text the model writes for years, "
+                f"with every write of the vault waiting. {BACKTRACKS_FIX}"
+            )
+    return None
 
 
 def show_value(value: Any) -> str:

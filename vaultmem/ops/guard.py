@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from vaultmem.core import detectors as secrets
 from vaultmem.core.paths import MemoryPath
-from vaultmem.core.policy import Policy
+from vaultmem.core.policy import Policy, backtracking_pattern
 from vaultmem.errors import LimitError, SigningError, VaultError
 from vaultmem.ops import erase, expiry
 
@@ -77,7 +77,10 @@ class Guard:
             raise VaultError("Error: policy= takes a vaultmem.Policy or a dict of fields to override.")
         if max_file_bytes is not None:
             changes["max_file_bytes"] = max_file_bytes
-        (override if isinstance(override, Policy) else Policy()).with_changes(changes)  # refuse bad fields now
+        given = (override if isinstance(override, Policy) else Policy()).with_changes(changes)  # bad fields: now
+        refused = backtracking_pattern(given.patterns)  # as set_policy refuses it: before Claude's first write
+        if refused is not None:
+            raise VaultError(refused)
         self._fixed = override if isinstance(override, Policy) else None
         self._changes = changes
         if not isinstance(detectors, Iterable) or isinstance(detectors, (str, bytes)):
@@ -87,6 +90,11 @@ class Guard:
             )
         self._extra = tuple(detectors)
         secrets.detectors(extra=self._extra)  # a bad one is refused now, not at Claude's first write
+        for detector in self._extra:  # the application's own regex detectors run under the writer lock too
+            if isinstance(detector, secrets.RegexDetector):
+                refused = backtracking_pattern({detector.kind: detector.pattern})
+                if refused is not None:
+                    raise VaultError(refused)
         self._compiled: dict[tuple[bool, tuple[tuple[str, str], ...]], tuple[Detector, ...]] = {}
         self._expiry_checked = -math.inf
         self._expiry_lock = threading.Lock()

@@ -42,10 +42,10 @@ from vaultmem.core.crypto import (
 )
 from vaultmem.core.names import TOKEN_LENGTH
 from vaultmem.core.paths import MemoryPath
-from vaultmem.core.policy import HARD_MAX_FILE_BYTES, Policy
+from vaultmem.core.policy import HARD_MAX_FILE_BYTES, Policy, backtracking_pattern
 from vaultmem.core.signers import PRINCIPAL, Signers
 from vaultmem.core.signing import SigningKey
-from vaultmem.core.values import BACKTRACKS, BACKTRACKS_FIX, backtracks, check_flag, compile_regex, file_name, is_int
+from vaultmem.core.values import check_flag, file_name, is_int
 from vaultmem.core.versions import (
     RESTORED_FROM,
     SEAL_HEADER,
@@ -1821,16 +1821,9 @@ def _remove_made(folder: Path, existed: bool) -> None:
 
 
 def _check_new_patterns(new: Policy, current: Policy | None) -> None:
-    """Refuse a custom pattern being set that can backtrack without end.
-
-    The patterns scan every text written, under the writer lock: one that
-    repeats a part matching the same text in more than one way (``(\\d+)+x``)
-    takes years on text the model can write, and every writer would wait
-    behind it.  Patterns a stored policy already holds are not judged again."""
-    held = current.patterns if current is not None else {}
-    for kind, pattern in new.patterns.items():
-        if held.get(kind) != pattern and backtracks(compile_regex(pattern)):
-            raise VaultError(
-                f"Error: the pattern for {kind!r} {BACKTRACKS}: it could scan one text the model writes for years, "
-                f"with every write of the vault waiting. {BACKTRACKS_FIX} Nothing was changed."
-            )
+    """Refuse a custom pattern being set that can backtrack without end
+    (:func:`policy.backtracking_pattern`); patterns a stored policy already
+    holds are not judged again."""
+    refused = backtracking_pattern(new.patterns, current.patterns if current is not None else None)
+    if refused is not None:
+        raise VaultError(f"{refused} Nothing was changed.")
