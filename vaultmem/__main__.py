@@ -1,5 +1,5 @@
 import sys
 
-from vaultmem.cli.app import main
+from vaultmem.cli import main
 
 sys.exit(main())
