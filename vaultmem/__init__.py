@@ -83,7 +83,9 @@ _HOMES = {
     **dict.fromkeys(("Finding", "VerifyReport"), "vaultmem.repo.verify"),
     **dict.fromkeys(("Change", "Entry", "Vault"), "vaultmem.vault"),
 }
-_PACKAGES = frozenset({"anthropic", "cli", "core", "errors", "git", "mcp", "ops", "repo", "testing", "vault"})
+# The subpackages `import vaultmem` used to load: attributes as before.  The
+# others (cli, mcp, testing) are one only once imported, as they always were.
+_PACKAGES = frozenset({"anthropic", "core", "errors", "git", "ops", "repo", "vault"})
 
 
 def __getattr__(name: str) -> Any:
