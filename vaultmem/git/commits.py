@@ -265,7 +265,8 @@ class CommitPath:
         self.gitdir = gitdir
         self.lock = lock
         # Refs whose move a writer killed after its record was durable is
-        # taken back, not finished (the keyring: see _clear_dead_writer).
+        # taken back, not finished (the keyring: see _clear_dead_writer);
+        # after a power cut it is finished, as the journal's replay reads it.
         self.never_finished = frozenset(never_finished)
         self.journal = Journal(gitdir)
         self.pack_dir = gitdir / "objects" / "pack"
@@ -913,12 +914,19 @@ class CommitPath:
             current = read_ref_or_damaged(self.gitdir, intent.ref)  # garbled by a power cut: the repair decides
             if journaled is not None:
                 old = None if journaled.old == ZERO else journaled.old
-                if current == old and current != DAMAGED and intent.ref in self.never_finished:
+                killed = same_epoch(journaled.epoch, self.epoch)
+                if current == old and current != DAMAGED and intent.ref in self.never_finished and killed:
                     # A key change nobody was told of: the key that opened the
                     # vault a moment ago must go on opening it, so the move is
                     # taken back (voided: no power cut replays it), not made.
+                    # After a power cut it is finished like any other: every
+                    # open since the reboot has read the keyring as the
+                    # journal replays it (engine._power_cut_view), so the new
+                    # key is the one that opened this vault.
                     self._void(journaled)
                 elif current == old and current != DAMAGED:
+                    if not killed and journaled.pack:
+                        self._restore_pack(journaled.pack)  # a power cut may have lost git's copy
                     with contextlib.suppress(RefMoved):
                         self._move(intent.ref, old, new)  # durable already: finish it
             # Its keep goes; its pack stays: if the move was never made, the pack
