@@ -347,6 +347,17 @@ class Rig:
                 out.write(data)
         return frozen
 
+    def flush(self) -> None:
+        """Write the vault's file system's page cache out to its device, as
+        the kernel's flusher does every few seconds: what the writer never
+        syncs (its lock and intent, a ref lock, a pack in flight) reaches the
+        disk too, so an image taken next holds it."""
+        fd = os.open(self.inner, os.O_RDONLY)
+        try:
+            syncfs(fd)
+        finally:
+            os.close(fd)
+
     def thaw(self) -> None:
         """Thaw the outer filesystem if an image was interrupted (harmless otherwise)."""
         with contextlib.suppress(OSError):

@@ -5,7 +5,10 @@ one instant while a writer works) images a vault while a writer makes every
 other kind of write: a folder rename, ``set_policy``, ``add_signer``,
 ``change_key``, deletes, with pauses that let the upkeep merge packs and
 checkpoint while the device is imaged; on ext4 with its journal, without one,
-and with ``data=writeback``.  Another test runs several writer processes at once.
+and with ``data=writeback``.  Every other image is taken just after the file
+system's page cache was written out, as the kernel's flusher does every few
+seconds: the disk then also holds what the writer never syncs (the writer
+lock held, with its intent; a ref lock; a pack being written).  Another test runs several writer processes at once.
 
 Each image is booted as after a power cut (``e2fsck -fy``, mount), and the
 FIRST open is a read-only one: ``Vault.open`` and reads (which must already see
@@ -323,6 +326,8 @@ def power_cuts(base: Path, mode: str, lanes_named: list[str]) -> None:
             deadline = time.monotonic() + IMAGING_SECONDS
             while len(frozen) < IMAGES and time.monotonic() < deadline:
                 time.sleep(rng.uniform(0, MAX_GAP))
+                if len(frozen) % 2:  # as the kernel's flusher does now and then: the page cache written out
+                    rig.flush()
                 frozen.append(rig.image(images / f"{len(frozen)}.img"))
         finally:
             for lane in lanes:
