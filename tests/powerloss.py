@@ -305,10 +305,28 @@ def tmpfs(mountpoint: Path, size_mb: int) -> contextlib.AbstractContextManager[P
     return mounted("vaultmem-power", mountpoint, "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700")
 
 
-def mkfs(target: str | Path, journal: bool) -> None:
+def mkfs(target: str | Path, journal: bool, fs: str = "ext4") -> None:
+    if fs == "xfs":
+        sh("mkfs.xfs", "-q", "-f", str(target))  # 300 MB at least
+        return
+    if fs == "btrfs":
+        sh("mkfs.btrfs", "-q", "-f", str(target))
+        return
     features = [] if journal else ["-O", "^has_journal"]
     # 4 KB blocks as on any real disk (mke2fs would pick 1 KB for a small one)
     sh("mkfs.ext4", "-q", "-F", "-b", "4096", "-i", "8192", *features, str(target))
+
+
+def can_make(fs: str) -> bool:
+    """Whether this machine has ``mkfs.<fs>`` and a kernel that mounts ``fs``."""
+    try:
+        known = Path("/proc/filesystems").read_text()
+    except OSError:
+        return False
+    return shutil.which(f"mkfs.{fs}") is not None and any(line.split()[-1:] == [fs] for line in known.splitlines())
+
+
+FS_SIZE_MB = {"ext4": 64, "xfs": 320, "btrfs": 160}  # the least each makes a usable file system of, or more
 
 
 @dataclass
@@ -401,8 +419,11 @@ def read_data(fd: int, size: int) -> list[tuple[int, bytes]]:
 
 
 @contextlib.contextmanager
-def rig(base: Path, journal: bool, size_mb: int = 64) -> Iterator[Rig]:
-    """Both filesystems mounted; everything unmounted and detached afterwards."""
+def rig(base: Path, journal: bool, size_mb: int = 0, fs: str = "ext4") -> Iterator[Rig]:
+    """Both filesystems mounted; everything unmounted and detached
+    afterwards.  ``fs``: the vault's file system (ext4, xfs, btrfs; the
+    outer one is always ext4), mounted again as ``-t fs`` after a cut."""
+    size_mb = size_mb or FS_SIZE_MB[fs]
     with tmpfs(base / "ram", size_mb + 32) as ram:
         outer_image = ram / "outer.img"
         with open(outer_image, "wb") as f:
@@ -415,8 +436,8 @@ def rig(base: Path, journal: bool, size_mb: int = 64) -> Iterator[Rig]:
                     f.truncate(size_mb << 20)
                 made = Rig(outer, backing, base / "inner")
                 with attached(backing) as inner_dev:
-                    mkfs(inner_dev, journal)
-                    with mounted(inner_dev, made.inner):
+                    mkfs(inner_dev, journal, fs)
+                    with mounted(inner_dev, made.inner, "-t", fs):
                         try:
                             yield made
                         finally:

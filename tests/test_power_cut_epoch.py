@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import powerloss
+import pytest
 
 from vaultmem.git.journal import epoch, same_epoch
 
@@ -52,3 +53,35 @@ def test_a_record_of_an_earlier_vaultmem_keeps_its_epoch_on_the_live_mount(tmp_p
         boot, dev, mount = now.decode("ascii").split("/")
         earlier = f"{boot}/{dev.partition('@')[0]}/{mount}".encode("ascii")
         assert same_epoch(earlier, now)
+
+
+@pytest.mark.parametrize("fs", ["btrfs", "xfs"])
+def test_a_vault_on_another_file_system_has_an_epoch_a_second_mount_changes(
+    tmp_path: Path, devices: None, fs: str
+) -> None:
+    """btrfs gives the files of each subvolume a device number of its own,
+    not the one its mount shows in /proc/self/mountinfo.  The epoch is then
+    the mount's that holds the vault, with the sequence number of the disk
+    the mount names: never "unknown", which is the same as "unknown" and so
+    would never let a power cut be repaired."""
+    if not powerloss.can_make(fs):
+        pytest.skip(f"{fs}: no mkfs.{fs}, or the kernel does not mount it")
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(powerloss.FS_SIZE_MB[fs] << 20)
+    powerloss.mkfs(image, journal=True, fs=fs)
+    mountpoint = tmp_path / "m"
+    with powerloss.attached(image) as device, powerloss.mounted(device, mountpoint, "-t", fs) as root:
+        (root / "agent.vault").mkdir()
+        before = epoch(root / "agent.vault")
+        assert before != b"unknown"
+        assert "@" in before.decode("ascii").split("/")[1], before  # the disk's sequence number
+        assert same_epoch(before, epoch(root / "agent.vault"))
+    powerloss.sh("losetup", "--direct-io=off", device, str(image))
+    try:
+        with powerloss.mounted(device, mountpoint, "-t", fs) as root:
+            after = epoch(root / "agent.vault")
+            assert after != b"unknown"
+            assert not same_epoch(before, after), (before, after)
+    finally:
+        powerloss.sh("losetup", "--detach", device, check=False)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import struct
 import weakref
 import zlib
@@ -122,27 +123,54 @@ def epoch(gitdir: Path) -> bytes:
     except OSError:
         return b"unknown"
     st = os.stat(gitdir)
-    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-    parts.append(dev + _disk_sequence(dev))
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
             mounts = [line.split() for line in fh]
     except OSError:
         return b"unknown"
-    real = os.path.realpath(gitdir)
-    best = ""
-    for fields in mounts:
-        if (
-            len(fields) > 4
-            and fields[2] == dev
-            and real.startswith(fields[4].rstrip("/") + "/")
-            and len(fields[4]) >= len(best)
-        ):
-            best, mount_id = fields[4], fields[0]
-    if not best:
+    mount = _mount_of(os.path.realpath(gitdir), f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", mounts)
+    if mount is None:
         return b"unknown"
+    mount_id, dev, source = mount
+    parts.append(dev + (_disk_sequence(dev) or _source_sequence(source)))
     parts.append(mount_id)
     return "/".join(parts).encode("ascii", "replace")[:200]
+
+
+def _mount_of(real: str, dev: str, mounts: list[list[str]]) -> tuple[str, str, str] | None:
+    """``(mount id, device, source)`` of the mount holding the folder
+    ``real``: the one with the longest mount point above it, among the mounts
+    of its device.  A file system whose files report another device than its
+    mount (btrfs: each subvolume has a device number of its own) has no such
+    mount; the mount with the longest mount point above the folder is taken
+    then.  None if nothing is mounted above it."""
+    best: tuple[str, str, str] | None = None
+    for own_device in (True, False):
+        longest = ""
+        for fields in mounts:
+            if len(fields) < 5 or (own_device and fields[2] != dev):
+                continue
+            if real.startswith(fields[4].rstrip("/") + "/") and len(fields[4]) >= len(longest):
+                longest = fields[4]
+                rest = fields[fields.index("-", 6) + 1 :] if "-" in fields[6:] else []
+                best = (fields[0], fields[2], rest[1] if len(rest) > 1 else "")
+        if best is not None:
+            return best
+    return None
+
+
+def _source_sequence(source: str) -> str:
+    """``@N`` of the block device a mount names as its source (``/dev/loop3``),
+    for a mount whose own device number is no disk's (btrfs's); "" otherwise."""
+    if not source.startswith("/dev/"):
+        return ""
+    try:
+        st = os.stat(source)
+    except OSError:
+        return ""
+    if not stat.S_ISBLK(st.st_mode):
+        return ""
+    return _disk_sequence(f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
 
 
 def _disk_sequence(dev: str) -> str:
