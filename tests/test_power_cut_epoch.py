@@ -10,6 +10,7 @@ gives twice in one boot, tells them apart."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import powerloss
@@ -85,3 +86,19 @@ def test_a_vault_on_another_file_system_has_an_epoch_a_second_mount_changes(
             assert not same_epoch(before, after), (before, after)
     finally:
         powerloss.sh("losetup", "--detach", device, check=False)
+
+
+def test_a_vault_under_a_mount_point_with_a_space_has_its_disk_s_epoch(tmp_path: Path, devices: None) -> None:
+    """/proc/self/mountinfo writes a space in a mount point as ``\\040``
+    (a tab, a newline and a backslash too): the mount holding the vault is
+    still found, and the epoch names its disk, not the mount above it."""
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(16 << 20)
+    powerloss.mkfs(image, journal=True)
+    with powerloss.attached(image) as device, powerloss.mounted(device, tmp_path / "agent disk\tone") as root:
+        (root / "agent.vault").mkdir()
+        now = epoch(root / "agent.vault")
+        st = os.stat(device)
+        assert now.decode("ascii").split("/")[1].partition("@")[0] == f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+        assert "@" in now.decode("ascii").split("/")[1]

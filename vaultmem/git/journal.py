@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import struct
 import weakref
@@ -150,8 +151,9 @@ def _mount_of(real: str, dev: str, mounts: list[list[str]]) -> tuple[str, str, s
         for fields in mounts:
             if len(fields) < 5 or (own_device and fields[2] != dev):
                 continue
-            if real.startswith(fields[4].rstrip("/") + "/") and len(fields[4]) >= len(longest):
-                longest = fields[4]
+            point = _unescape(fields[4])
+            if real.startswith(point.rstrip("/") + "/") and len(point) >= len(longest):
+                longest = point
                 rest = fields[fields.index("-", 6) + 1 :] if "-" in fields[6:] else []
                 best = (fields[0], fields[2], rest[1] if len(rest) > 1 else "")
         if best is not None:
@@ -159,9 +161,16 @@ def _mount_of(real: str, dev: str, mounts: list[list[str]]) -> tuple[str, str, s
     return None
 
 
+def _unescape(field: str) -> str:
+    """A field of /proc/self/mountinfo as the path it names: the kernel
+    writes a space, a tab, a newline and a backslash as ``\\ooo``."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
 def _source_sequence(source: str) -> str:
     """``@N`` of the block device a mount names as its source (``/dev/loop3``),
     for a mount whose own device number is no disk's (btrfs's); "" otherwise."""
+    source = _unescape(source)
     if not source.startswith("/dev/"):
         return ""
     try:
