@@ -370,3 +370,80 @@ def test_an_erasure_on_a_full_disk_is_refused_whole_or_finishes_when_space_is_ba
     assert report.erased == (1 if recorded else 0)
     assert Vault.open(path, key=key).read("/memories/other.md") == "other\n"
     subprocess.run(["git", "-C", str(path), "fsck", "--strict"], check=True, capture_output=True)
+
+
+# -- a full btrfs ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def full_btrfs(tmp_path: Path, devices: None) -> Iterator[Path]:
+    """A btrfs of 128 MB on a loop device, mounted (then filled by the test).
+    Overwriting a few bytes of a file in place needs free space on btrfs
+    (copy on write; a small file's data lives in its metadata), so there
+    even the writer lock's one-byte writes can fail with ENOSPC."""
+    import powerloss
+
+    if not powerloss.can_make("btrfs"):
+        pytest.skip("btrfs: no mkfs.btrfs, or the kernel does not mount it")
+    image = tmp_path / "btrfs.img"
+    with open(image, "wb") as f:
+        f.truncate(powerloss.FS_SIZE_MB["btrfs"] << 20)
+    powerloss.mkfs(image, journal=True, fs="btrfs")
+    with powerloss.attached(image) as device, powerloss.mounted(device, tmp_path / "disk", "-t", "btrfs") as root:
+        yield root
+
+
+def fill_to_the_brim(disk: Path, leave: int) -> None:
+    """Write until the disk says no, then give back ``leave`` bytes (btrfs's
+    free-space figures are estimates, so ``fill`` cannot aim by them)."""
+    written = 0
+    with open(disk / "filler", "wb") as filler:
+        with contextlib.suppress(OSError):
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+                written += 65536
+    os.truncate(disk / "filler", max(0, written - leave))
+    os.sync()
+
+
+def test_every_write_on_a_full_btrfs_is_made_or_refused_as_it_says(full_btrfs: Path) -> None:
+    """Writes into a filled btrfs: each is acknowledged, or refused with the
+    full disk's words and not made: never made while it said it was refused
+    (the writer lock's release failing after the commit), never refused with
+    a raw OSError's "storage error" words.  Once space is back, every
+    acknowledged file reads back and no refused one ever appears."""
+    key = generate_key()
+    path = full_btrfs / "agent.vault"
+    vault = Vault.init(path, key=key)
+    tool = VaultMemoryTool(vault, actor="agent", session="full-btrfs")
+    written = {f"/memories/early/{n}.txt": text_of(3000, n) for n in range(3)}
+    for file_path, text in written.items():
+        tool.call({"command": "create", "path": file_path, "file_text": text})
+    vault.close()
+    fill_to_the_brim(full_btrfs, 400_000)
+    refused: dict[str, str] = {}
+    for n in range(150):
+        file_path, text = f"/memories/full/{n % 7}/{n}.txt", text_of(40 + 97 * n, n)
+        try:
+            tool.call({"command": "create", "path": file_path, "file_text": text})
+        except ToolError as err:
+            refused[file_path] = str(err.content)
+            continue
+        written[file_path] = text
+    vault.close()
+    assert refused, "the disk never filled up"
+    said = {message for message in refused.values()}
+    assert said == {"Error: the disk is full, so nothing was changed. Free space, then try again."}, said
+    (full_btrfs / "filler").unlink()
+    os.sync()
+    reopened = Vault.open(path, key=key)
+    came_back = [p for p in refused if p in memory_names(path)]
+    assert came_back == [], f"{len(came_back)} refused writes are in the vault: {came_back[:5]}"
+    for file_path, text in written.items():
+        assert reopened.read(file_path) == text
+    assert commit_count(path) == len(written)
+    fsck_strict(path)
+    report = reopened.verify()
+    assert report.ok, report.findings
+    reopened.close()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import re
 import stat
@@ -74,6 +75,7 @@ _HEX = frozenset(b"0123456789abcdef")
 MAIN_REF = "refs/heads/main"
 EXTRA_REFS = ("refs/heads/vaultmem-keyring", "refs/heads/vaultmem-policy", "refs/heads/vaultmem-shadows")
 
+_log = logging.getLogger("vaultmem")
 on_step: Callable[[str], None] | None = None  # tests run stock git at a named step
 
 
@@ -324,7 +326,7 @@ class CommitPath:
         lock_file: int | str | None = None
         moved = False
         with durable.HeldSignals():  # Ctrl-C: after the move is whole, made or not
-            self.lock.write_intent(durable.Intent(ref, commit.id.hex(), pack.name))
+            self._intend(durable.Intent(ref, commit.id.hex(), pack.name))
             _step("locked")
             try:
                 keep = self._keep(pack.name)
@@ -368,8 +370,19 @@ class CommitPath:
         _step("unkept")
         objects.remember(pack)
         if checkpoint:
-            self.checkpoint()
+            try:
+                self.checkpoint()
+            except OSError as err:  # the move is made and its record durable: a power cut replays it
+                _log.warning("vaultmem: the checkpoint after a write failed (the next one makes it): %s", err)
         return commit
+
+    def _intend(self, intent: durable.Intent) -> None:
+        """Record the intent of a move about to be made: the first write of
+        a commit, so a refusal here has changed nothing."""
+        try:
+            self.lock.write_intent(intent)
+        except OSError as err:
+            raise _storage_error(err) from err
 
     def advance(self, ref: str, expected: bytes | None, new: bytes) -> None:
         """Move ``ref`` from ``expected`` to ``new``, a commit whose objects are
@@ -381,7 +394,7 @@ class CommitPath:
         move: Move | None = None
         moved = False
         with durable.HeldSignals():
-            self.lock.write_intent(durable.Intent(ref, new.hex(), ""))
+            self._intend(durable.Intent(ref, new.hex(), ""))
             try:
                 durable.sync_filesystem(self.gitdir)
                 move = self._append(Move(0, ref, expected or ZERO, new, self.epoch, b""))

@@ -263,15 +263,27 @@ class WriterLock:
         with self._mutex:
             fd = self._take()
             try:
-                if os.pread(fd, 1, 0) == b"1":
-                    if self.on_dirty is not None:
-                        self.on_dirty()
-                else:
-                    os.pwrite(fd, b"1", 0)
+                try:
+                    if os.pread(fd, 1, 0) == b"1":
+                        if self.on_dirty is not None:
+                            self.on_dirty()
+                    else:
+                        os.pwrite(fd, b"1", 0)
+                except OSError as err:  # before anything of this holder's: a refusal that changed nothing
+                    raise StorageError(
+                        f"Error: {storage_reason(err)}, so nothing was changed. {storage_advice(err)}"
+                    ) from err
                 try:
                     yield
                 finally:
-                    os.pwrite(fd, b"0", 0)
+                    # Rewriting one byte in place can need free space (btrfs
+                    # copies on write): on a full disk it fails after a write
+                    # was made, which must not then read as refused.  The
+                    # flag stays set, and the next holder clears after this
+                    # one as after a writer that died: its write is whole
+                    # and its intent cleared, so there is nothing to finish.
+                    with contextlib.suppress(OSError):
+                        os.pwrite(fd, b"0", 0)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
