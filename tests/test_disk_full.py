@@ -397,12 +397,11 @@ def fill_to_the_brim(disk: Path, leave: int) -> None:
     """Write until the disk says no, then give back ``leave`` bytes (btrfs's
     free-space figures are estimates, so ``fill`` cannot aim by them)."""
     written = 0
-    with open(disk / "filler", "wb") as filler:
-        with contextlib.suppress(OSError):
-            while True:
-                filler.write(b"\0" * 65536)
-                filler.flush()
-                written += 65536
+    with open(disk / "filler", "wb") as filler, contextlib.suppress(OSError):
+        while True:
+            filler.write(b"\0" * 65536)
+            filler.flush()
+            written += 65536
     os.truncate(disk / "filler", max(0, written - leave))
     os.sync()
 
@@ -446,4 +445,50 @@ def test_every_write_on_a_full_btrfs_is_made_or_refused_as_it_says(full_btrfs: P
     fsck_strict(path)
     report = reopened.verify()
     assert report.ok, report.findings
+    reopened.close()
+
+
+def test_a_write_is_made_when_retiring_merged_packs_before_it_fails(
+    small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write first retires packs an earlier merge replaced (housekeeping:
+    their objects are all in the merged pack too), renaming them into the
+    trash.  On xfs such a rename can fail with ENOSPC on a full disk; here the
+    trash is made immutable.  The write is made all the same, the packs wait
+    for a later write, and none is left without its index."""
+    from vaultmem.git import upkeep
+
+    monkeypatch.setattr(upkeep, "IDLE", 60.0)  # no merge but the one made here
+    monkeypatch.setattr(upkeep, "EVERY", 1000)
+    key = generate_key()
+    path = small_disk / "agent.vault"
+    vault = Vault.init(path, key=key)
+    tool = VaultMemoryTool(vault, actor="agent")
+    written = {f"/memories/{n}.txt": f"note {n}\n" for n in range(upkeep.MERGE_AT + 4)}
+    for file_path, text in written.items():
+        tool.call({"command": "create", "path": file_path, "file_text": text})
+    keeper = vault._upkeep
+    replaced = keeper._merge()
+    assert len(replaced) > 1
+    with keeper._wake:
+        keeper._redundant += replaced
+    (path / "vaultmem" / "trash").mkdir(exist_ok=True)
+    with immutable(path / "vaultmem" / "trash"):
+        tool.call({"command": "create", "path": "/memories/during.txt", "file_text": "during\n"})
+        written["/memories/during.txt"] = "during\n"
+        assert vault.read("/memories/during.txt") == "during\n"
+        stems = {p.stem for p in (path / "objects" / "pack").glob("pack-*.pack")}
+        indexed = {p.stem for p in (path / "objects" / "pack").glob("pack-*.idx")}
+        assert stems == indexed, "a pack was left without its index"
+    for n in range(len(replaced) // upkeep.RETIRE_EACH + 1):  # each write retires a few
+        tool.call({"command": "create", "path": f"/memories/after{n}.txt", "file_text": "after\n"})
+        written[f"/memories/after{n}.txt"] = "after\n"
+    left = {p.name for p in (path / "objects" / "pack").glob("pack-*.pack")}
+    assert not left & {info.pack.name for info in replaced}, "the merged packs were never retired"
+    vault.close()
+    fsck_strict(path)
+    reopened = Vault.open(path, key=key)
+    for file_path, text in written.items():
+        assert reopened.read(file_path) == text
+    assert reopened.verify().ok
     reopened.close()

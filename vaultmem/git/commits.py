@@ -779,12 +779,18 @@ class CommitPath:
             path = stem + suffix
             target = os.path.join(self.trash, os.path.basename(path))
             try:
-                os.rename(path, target)
-            except FileNotFoundError:
-                if not os.path.isdir(self.trash):
-                    os.makedirs(self.trash, exist_ok=True)
-                    with contextlib.suppress(FileNotFoundError):
-                        os.rename(path, target)
+                try:
+                    os.rename(path, target)
+                except FileNotFoundError:
+                    if not os.path.isdir(self.trash):
+                        os.makedirs(self.trash, exist_ok=True)
+                        with contextlib.suppress(FileNotFoundError):
+                            os.rename(path, target)
+            except OSError:
+                if suffix == ".pack":  # its index went already: back beside its pack, so git still reads it
+                    with contextlib.suppress(OSError):
+                        os.rename(os.path.join(self.trash, os.path.basename(stem + ".idx")), stem + ".idx")
+                raise
 
     def empty_trash(self, wait: bool = True) -> None:
         """Remove retired packs' files and old ref files (the upkeep, without the writer lock:

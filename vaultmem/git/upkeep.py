@@ -208,9 +208,18 @@ class Upkeep:
             redundant, self._redundant = self._redundant[:RETIRE_EACH], self._redundant[RETIRE_EACH:]
         if not redundant:
             return
-        with self.commits.retiring():  # checked against git's multi-pack-index together
-            for info in redundant:
-                self.commits.retire(info.pack)
+        try:
+            with self.commits.retiring():  # checked against git's multi-pack-index together
+                for info in redundant:
+                    self.commits.retire(info.pack)
+        except OSError:
+            # The disk refused a rename into the trash (xfs on a full disk;
+            # a folder that cannot be written).  Housekeeping never fails
+            # the write it comes before: the packs stay in git's sight,
+            # whole (their objects are in the merged pack too), and a
+            # later write retires them.
+            with self._wake:
+                self._redundant[:0] = redundant
 
 
 def _stem_of(gitdir: Path, pack: objects.Pack) -> Path:
