@@ -19,19 +19,34 @@ import pytest
 from vaultmem.git.journal import epoch, same_epoch
 
 
-def test_a_disk_attached_again_on_the_same_device_is_another_epoch(tmp_path: Path, devices: None) -> None:
+def disk(tmp_path: Path, fs: str = "ext4") -> Path:
+    """An image of a new, empty file system."""
+    if fs != "ext4" and not powerloss.can_make(fs):
+        pytest.skip(f"{fs}: no mkfs.{fs}, or the kernel does not mount it")
     image = tmp_path / "disk.img"
     with open(image, "wb") as f:
-        f.truncate(16 << 20)
-    powerloss.mkfs(image, journal=True)
+        f.truncate((16 if fs == "ext4" else powerloss.FS_SIZE_MB[fs]) << 20)
+    powerloss.mkfs(image, journal=True, fs=fs)
+    return image
+
+
+@pytest.mark.parametrize("fs", ["ext4", "xfs", "btrfs"])
+def test_a_disk_attached_again_on_the_same_device_is_another_epoch(tmp_path: Path, devices: None, fs: str) -> None:
+    """On btrfs, whose subvolumes give their files a device number of their
+    own that no mount shows in /proc/self/mountinfo, too: the epoch is the
+    mount's that holds the vault, with the sequence number of the disk the
+    mount names, never "unknown" (which equals "unknown", so a power cut
+    would never be repaired)."""
+    image = disk(tmp_path, fs)
     mountpoint = tmp_path / "m"
-    with powerloss.attached(image) as device, powerloss.mounted(device, mountpoint) as root:
+    with powerloss.attached(image) as device, powerloss.mounted(device, mountpoint, "-t", fs) as root:
         (root / "agent.vault").mkdir()
         before = epoch(root / "agent.vault")
+        assert "@" in before.decode("ascii").split("/")[1], before  # not "unknown": the disk's sequence number
     # the same disk on the same device, mounted at once on the same folder
     powerloss.sh("losetup", "--direct-io=off", device, str(image))
     try:
-        with powerloss.mounted(device, mountpoint) as root:
+        with powerloss.mounted(device, mountpoint, "-t", fs) as root:
             after = epoch(root / "agent.vault")
             assert not same_epoch(before, after), (before, after)
             assert same_epoch(after, epoch(root / "agent.vault"))  # and a live mount is one epoch
@@ -44,10 +59,7 @@ def test_a_record_of_an_earlier_vaultmem_keeps_its_epoch_on_the_live_mount(tmp_p
     (``boot/dev/mount``) are still of the epoch of the mount they were
     written through, while it stays mounted: an operator's move of a ref
     after them is never undone."""
-    image = tmp_path / "disk.img"
-    with open(image, "wb") as f:
-        f.truncate(16 << 20)
-    powerloss.mkfs(image, journal=True)
+    image = disk(tmp_path)
     with powerloss.attached(image) as device, powerloss.mounted(device, tmp_path / "m") as root:
         (root / "agent.vault").mkdir()
         now = epoch(root / "agent.vault")
@@ -56,46 +68,11 @@ def test_a_record_of_an_earlier_vaultmem_keeps_its_epoch_on_the_live_mount(tmp_p
         assert same_epoch(earlier, now)
 
 
-@pytest.mark.parametrize("fs", ["btrfs", "xfs"])
-def test_a_vault_on_another_file_system_has_an_epoch_a_second_mount_changes(
-    tmp_path: Path, devices: None, fs: str
-) -> None:
-    """btrfs gives the files of each subvolume a device number of its own,
-    not the one its mount shows in /proc/self/mountinfo.  The epoch is then
-    the mount's that holds the vault, with the sequence number of the disk
-    the mount names: never "unknown", which is the same as "unknown" and so
-    would never let a power cut be repaired."""
-    if not powerloss.can_make(fs):
-        pytest.skip(f"{fs}: no mkfs.{fs}, or the kernel does not mount it")
-    image = tmp_path / "disk.img"
-    with open(image, "wb") as f:
-        f.truncate(powerloss.FS_SIZE_MB[fs] << 20)
-    powerloss.mkfs(image, journal=True, fs=fs)
-    mountpoint = tmp_path / "m"
-    with powerloss.attached(image) as device, powerloss.mounted(device, mountpoint, "-t", fs) as root:
-        (root / "agent.vault").mkdir()
-        before = epoch(root / "agent.vault")
-        assert before != b"unknown"
-        assert "@" in before.decode("ascii").split("/")[1], before  # the disk's sequence number
-        assert same_epoch(before, epoch(root / "agent.vault"))
-    powerloss.sh("losetup", "--direct-io=off", device, str(image))
-    try:
-        with powerloss.mounted(device, mountpoint, "-t", fs) as root:
-            after = epoch(root / "agent.vault")
-            assert after != b"unknown"
-            assert not same_epoch(before, after), (before, after)
-    finally:
-        powerloss.sh("losetup", "--detach", device, check=False)
-
-
 def test_a_vault_under_a_mount_point_with_a_space_has_its_disk_s_epoch(tmp_path: Path, devices: None) -> None:
     """/proc/self/mountinfo writes a space in a mount point as ``\\040``
     (a tab, a newline and a backslash too): the mount holding the vault is
     still found, and the epoch names its disk, not the mount above it."""
-    image = tmp_path / "disk.img"
-    with open(image, "wb") as f:
-        f.truncate(16 << 20)
-    powerloss.mkfs(image, journal=True)
+    image = disk(tmp_path)
     with powerloss.attached(image) as device, powerloss.mounted(device, tmp_path / "agent disk\tone") as root:
         (root / "agent.vault").mkdir()
         now = epoch(root / "agent.vault")
