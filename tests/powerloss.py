@@ -63,6 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 FIFREEZE = 0xC0045877  # _IOWR('X', 119, int)
 FITHAW = 0xC0045878  # _IOWR('X', 120, int)
 VAULT = "agent.vault"
@@ -317,13 +319,17 @@ def mkfs(target: str | Path, journal: bool, fs: str = "ext4") -> None:
     sh("mkfs.ext4", "-q", "-F", "-b", "4096", "-i", "8192", *features, str(target))
 
 
-def can_make(fs: str) -> bool:
-    """Whether this machine has ``mkfs.<fs>`` and a kernel that mounts ``fs``."""
+def need(fs: str) -> None:
+    """Skip the test unless this machine has ``mkfs.<fs>`` and a kernel
+    that mounts ``fs`` (ext4's tools are checked by the ``devices`` fixture)."""
+    if fs == "ext4":
+        return
     try:
         known = Path("/proc/filesystems").read_text()
     except OSError:
-        return False
-    return shutil.which(f"mkfs.{fs}") is not None and any(line.split()[-1:] == [fs] for line in known.splitlines())
+        known = ""
+    if shutil.which(f"mkfs.{fs}") is None or not any(line.split()[-1:] == [fs] for line in known.splitlines()):
+        pytest.skip(f"{fs}: no mkfs.{fs}, or the kernel does not mount it")
 
 
 FS_SIZE_MB = {"ext4": 64, "xfs": 320, "btrfs": 160}  # the least each makes a usable file system of, or more

@@ -383,8 +383,7 @@ def full_btrfs(tmp_path: Path, devices: None) -> Iterator[Path]:
     even the writer lock's one-byte writes can fail with ENOSPC."""
     import powerloss
 
-    if not powerloss.can_make("btrfs"):
-        pytest.skip("btrfs: no mkfs.btrfs, or the kernel does not mount it")
+    powerloss.need("btrfs")
     image = tmp_path / "btrfs.img"
     with open(image, "wb") as f:
         f.truncate(powerloss.FS_SIZE_MB["btrfs"] << 20)

@@ -21,8 +21,7 @@ from vaultmem.git.journal import epoch, same_epoch
 
 def disk(tmp_path: Path, fs: str = "ext4") -> Path:
     """An image of a new, empty file system."""
-    if fs != "ext4" and not powerloss.can_make(fs):
-        pytest.skip(f"{fs}: no mkfs.{fs}, or the kernel does not mount it")
+    powerloss.need(fs)
     image = tmp_path / "disk.img"
     with open(image, "wb") as f:
         f.truncate((16 if fs == "ext4" else powerloss.FS_SIZE_MB[fs]) << 20)

@@ -63,8 +63,7 @@ os.write(1, b"done\n")
     ],
 )
 def test_an_acknowledged_erasure_survives_a_power_cut(devices: None, tmp_path: Path, journal: bool, fs: str) -> None:
-    if not powerloss.can_make(fs):
-        pytest.skip(f"{fs}: no mkfs.{fs}, or the kernel does not mount it")
+    powerloss.need(fs)
     key = generate_key()
     blobs: dict[int, bytes] = {}
     erased: list[tuple[float, int]] = []  # (when it was acknowledged, which)

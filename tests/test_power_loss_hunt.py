@@ -5,10 +5,11 @@ one instant while a writer works) images a vault while a writer makes every
 other kind of write: a folder rename, ``set_policy``, ``add_signer``,
 ``change_key``, deletes, with pauses that let the upkeep merge packs and
 checkpoint while the device is imaged; on ext4 with its journal, without one,
-and with ``data=writeback``, and on xfs and btrfs.  Every other image is taken just after the file
-system's page cache was written out, as the kernel's flusher does every few
-seconds: the disk then also holds what the writer never syncs (the writer
-lock held, with its intent; a ref lock; a pack being written).  Another test runs several writer processes at once.
+and with ``data=writeback``, and on xfs and btrfs.  Every other image is
+taken just after the file system's page cache was written out, as the
+kernel's flusher does every few seconds: the disk then also holds what the
+writer never syncs (the writer lock held, with its intent; a ref lock; a pack
+being written).  Another test runs several writer processes at once.
 
 Each image is booted as after a power cut (``e2fsck -fy``, mount), and the
 FIRST open is a read-only one: ``Vault.open`` and reads (which must already see
@@ -270,12 +271,6 @@ class Lane:
 OTHER_FS = ("xfs", "btrfs")  # mounting one replays its log: there is no e2fsck to run
 
 
-def needs_fs(mode: str) -> None:
-    """Skip a mode whose file system this machine cannot make or mount."""
-    if mode in OTHER_FS and not powerloss.can_make(mode):
-        pytest.skip(f"{mode}: no mkfs.{mode}, or the kernel does not mount it")
-
-
 @contextlib.contextmanager
 def vault_rig(base: Path, mode: str) -> Iterator[powerloss.Rig]:
     fs = mode if mode in OTHER_FS else "ext4"
@@ -405,7 +400,7 @@ def power_cuts(base: Path, mode: str, lanes_named: list[str]) -> None:
 
 @pytest.mark.parametrize("mode", ["ext4", "no-journal", "writeback", "xfs", "btrfs"])
 def test_every_kind_of_write_survives_a_power_cut(devices: None, tmp_path: Path, mode: str) -> None:
-    needs_fs(mode)
+    powerloss.need(mode if mode in OTHER_FS else "ext4")
     power_cuts(tmp_path, mode, [""])
 
 
